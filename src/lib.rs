@@ -1,6 +1,8 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 use pgrx::prelude::*;
 
+pub mod errors;
+
 ::pgrx::pg_module_magic!(name, version);
 
 #[pg_extern]

@@ -1,0 +1,151 @@
+//! The SQLSTATEs this extension raises, and the one function that raises them.
+//!
+//! pgrx can only report codes from its closed `PgSqlErrorCode` enum (anything else becomes
+//! `XX000`), so our own `P4xxx` codes go straight to Postgres' `errstart`/`errfinish`.
+//! Every `#[pg_extern]` returns its body's `Result` through [`OrRaise::or_raise`], so the
+//! error is raised from the outermost Rust frame, after every Rust value has been dropped.
+
+use core::ffi::{c_char, c_int};
+use pgrx::pg_sys;
+
+/// A five-character SQLSTATE.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct SqlState(pub [u8; 5]);
+
+impl SqlState {
+    pub fn as_str(&self) -> &str {
+        core::str::from_utf8(&self.0).unwrap_or("XX000")
+    }
+
+    /// Postgres' `MAKE_SQLSTATE`.
+    fn packed(&self) -> c_int {
+        self.0
+            .iter()
+            .enumerate()
+            .fold(0, |acc, (i, ch)| acc | ((((*ch as c_int) - ('0' as c_int)) & 0x3F) << (6 * i)))
+    }
+}
+
+// Input rules shared by every entry point.
+pub const INVALID_SCOPE: SqlState = SqlState(*b"P4000");
+pub const INVALID_KEY: SqlState = SqlState(*b"P4001");
+pub const HASH_MISMATCH: SqlState = SqlState(*b"P4002");
+pub const INVALID_REQUEST_HASH: SqlState = SqlState(*b"P4003");
+pub const VALUE_TOO_LONG: SqlState = SqlState(*b"P4004");
+// State transitions.
+pub const COMPLETE_NOT_PROCESSING: SqlState = SqlState(*b"P4010");
+pub const FAIL_NOT_PROCESSING: SqlState = SqlState(*b"P4011");
+pub const STALE_ATTEMPT: SqlState = SqlState(*b"P4012");
+pub const CHECKPOINT_NOT_PROCESSING: SqlState = SqlState(*b"P4013");
+pub const CALL_IN_PROGRESS: SqlState = SqlState(*b"P4029");
+pub const INBOX_HASH_MISMATCH: SqlState = SqlState(*b"P4050");
+// Standard codes we raise ourselves, so they never carry a Rust backtrace.
+pub const NULL_VALUE_NOT_ALLOWED: SqlState = SqlState(*b"22004");
+pub const INVALID_PARAMETER_VALUE: SqlState = SqlState(*b"22023");
+pub const NUMERIC_VALUE_OUT_OF_RANGE: SqlState = SqlState(*b"22003");
+pub const DUPLICATE_JSON_KEY: SqlState = SqlState(*b"22030");
+pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState(*b"22P02");
+pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
+pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
+pub const OBJECT_NOT_IN_PREREQUISITE_STATE: SqlState = SqlState(*b"55000");
+pub const UNDEFINED_FUNCTION: SqlState = SqlState(*b"42883");
+
+/// An error on its way to the client.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IdemError {
+    pub code: SqlState,
+    pub message: String,
+    pub detail: Option<String>,
+    pub hint: Option<String>,
+}
+
+pub type Result<T> = core::result::Result<T, IdemError>;
+
+impl IdemError {
+    pub fn new(code: SqlState, message: impl Into<String>) -> Self {
+        Self { code, message: message.into(), detail: None, hint: None }
+    }
+
+    pub fn detail(mut self, detail: impl Into<String>) -> Self {
+        self.detail = Some(detail.into());
+        self
+    }
+
+    pub fn hint(mut self, hint: impl Into<String>) -> Self {
+        self.hint = Some(hint.into());
+        self
+    }
+}
+
+pub trait OrRaise<T> {
+    /// The value, or the error raised as a Postgres ERROR.
+    fn or_raise(self) -> T;
+}
+
+impl<T> OrRaise<T> for Result<T> {
+    #[inline]
+    fn or_raise(self) -> T {
+        match self {
+            Ok(value) => value,
+            Err(err) => raise(err),
+        }
+    }
+}
+
+unsafe extern "C-unwind" {
+    fn errstart(elevel: c_int, domain: *const c_char) -> bool;
+    fn errcode(sqlerrcode: c_int) -> c_int;
+    fn errmsg(fmt: *const c_char, ...) -> c_int;
+    fn errdetail(fmt: *const c_char, ...) -> c_int;
+    fn errhint(fmt: *const c_char, ...) -> c_int;
+    fn errfinish(filename: *const c_char, lineno: c_int, funcname: *const c_char);
+}
+
+/// A palloc'd, NUL-terminated copy (cut at the first NUL), freed with the memory context.
+fn palloc_cstr(text: &str) -> *mut c_char {
+    let bytes = text.as_bytes();
+    let len = bytes.iter().position(|b| *b == 0).unwrap_or(bytes.len());
+    // SAFETY: pnstrdup copies at most `len` bytes and terminates the copy.
+    unsafe { pg_sys::pnstrdup(bytes.as_ptr().cast(), len as _) }
+}
+
+/// Raise `err` as an ERROR with its own SQLSTATE. Does not return: `errfinish` longjmps.
+///
+/// Precondition (why it is this shape): the longjmp skips Rust destructors, so all text is
+/// copied to palloc'd memory and `err` is dropped before `errstart`; callers raise only from
+/// the outermost frame of a `#[pg_extern]`, where nothing else with a destructor is alive.
+pub fn raise(err: IdemError) -> ! {
+    let code = err.code.packed();
+    let message = palloc_cstr(&err.message);
+    let detail = err.detail.as_deref().map_or(core::ptr::null_mut(), palloc_cstr);
+    let hint = err.hint.as_deref().map_or(core::ptr::null_mut(), palloc_cstr);
+    drop(err);
+    // SAFETY: Postgres' own ereport sequence; every pointer is palloc'd or static.
+    unsafe {
+        if errstart(pg_sys::ERROR as c_int, core::ptr::null()) {
+            errcode(code);
+            errmsg(c"%s".as_ptr(), message);
+            if !detail.is_null() {
+                errdetail(c"%s".as_ptr(), detail);
+            }
+            if !hint.is_null() {
+                errhint(c"%s".as_ptr(), hint);
+            }
+            errfinish(c"idempotency".as_ptr(), 0, c"idempotency".as_ptr());
+        }
+    }
+    unreachable!("errfinish returned for an ERROR")
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn make_sqlstate_matches_postgres() {
+        let expected = (2 & 0x3F) | ((3 & 0x3F) << 6) | ((5 & 0x3F) << 12) | ((0 & 0x3F) << 18) | ((5 & 0x3F) << 24);
+        assert_eq!(SqlState(*b"23505").packed(), expected);
+        let p = ('P' as c_int - '0' as c_int) & 0x3F;
+        assert_eq!(SqlState(*b"P4002").packed(), p | (4 << 6) | (2 << 24));
+    }
+}
