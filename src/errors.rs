@@ -122,7 +122,7 @@ pub fn raise(err: IdemError) -> ! {
     drop(err);
     // SAFETY: Postgres' own ereport sequence; every pointer is palloc'd or static.
     unsafe {
-        if errstart(pg_sys::ERROR as c_int, core::ptr::null()) {
+        if errstart(pgrx::PgLogLevel::ERROR as c_int, core::ptr::null()) {
             errcode(code);
             errmsg(c"%s".as_ptr(), message);
             if !detail.is_null() {
