@@ -12,16 +12,14 @@
 
 use core::ffi::CStr;
 
-use pgrx::datum::DatumWithOid;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
-use pgrx::spi::{SpiClient, SpiTupleTable};
 use pgrx::{PgMemoryContexts, PgTupleDesc};
 
 use crate::args::{self, function_info_v1};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
-use crate::plans::Statement;
+use crate::plans::{Arg, Conn, Rows, Statement};
 
 /// `idem_outcome`, in the enum's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -258,31 +256,16 @@ static FORGET: Statement = Statement {
 // ---------------------------------------------------------------------------------------------
 // Datum plumbing.
 
-fn text_arg<'a>(bytes: &'a [u8]) -> DatumWithOid<'a> {
-    // SAFETY: a text datum built from the bytes; lives in the current memory context.
-    unsafe { DatumWithOid::new(text_datum(bytes), TEXT) }
+fn text_arg(bytes: &[u8]) -> Arg {
+    Some(text_datum(bytes))
 }
 
-fn opt_text_arg<'a>(bytes: Option<&'a [u8]>) -> DatumWithOid<'a> {
-    match bytes {
-        Some(b) => text_arg(b),
-        None => DatumWithOid::null_oid(TEXT),
-    }
+fn opt_text_arg(bytes: Option<&[u8]>) -> Arg {
+    bytes.map(text_datum)
 }
 
-fn raw_arg<'a>(datum: Option<Datum>, oid: Oid) -> DatumWithOid<'a> {
-    match datum {
-        // SAFETY: the caller passes a datum of type `oid`.
-        Some(d) => unsafe { DatumWithOid::new(d, oid) },
-        None => DatumWithOid::null_oid(oid),
-    }
-}
-
-fn int4_arg<'a>(value: Option<i32>) -> DatumWithOid<'a> {
-    match value {
-        Some(v) => v.into(),
-        None => DatumWithOid::null_oid(INT4),
-    }
+fn int4_arg(value: Option<i32>) -> Arg {
+    value.map(Datum::from)
 }
 
 fn text_datum(bytes: &[u8]) -> Datum {
@@ -300,15 +283,6 @@ unsafe fn datum_bytes<'a>(datum: Datum) -> &'a [u8] {
     unsafe { <&[u8]>::from_datum(datum, false).unwrap_or_default() }
 }
 
-fn col(table: &SpiTupleTable<'_>, n: usize) -> Result<Option<Datum>> {
-    Ok(table.get_datum_by_ordinal(n)?)
-}
-
-fn required(table: &SpiTupleTable<'_>, n: usize) -> Result<Datum> {
-    col(table, n)?
-        .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, format!("column {n} is null")))
-}
-
 /// A record as the claim path reads it. Pass-by-reference columns stay datums in SPI
 /// memory until the result row is formed.
 struct Row {
@@ -324,23 +298,22 @@ struct Row {
 }
 
 impl Row {
-    fn read(table: SpiTupleTable<'_>) -> Result<Option<Row>> {
-        if table.is_empty() {
+    fn read(rows: Rows<'_>) -> Result<Option<Row>> {
+        if rows.is_empty() {
             return Ok(None);
         }
-        let table = table.first();
         // SAFETY: column 1 is text.
-        let status = Status::parse(unsafe { datum_bytes(required(&table, 1)?) })?;
+        let status = Status::parse(unsafe { datum_bytes(rows.required(0, 1)?) })?;
         Ok(Some(Row {
             status,
-            request_hash: required(&table, 2)?,
-            attempt: required(&table, 3)?.value() as i32,
-            response: col(&table, 4)?,
-            recovery_point: col(&table, 5)?,
-            failure_code: col(&table, 6)?,
-            failure_message: col(&table, 7)?,
-            locked_until: col(&table, 8)?.map(|d| d.value() as i64),
-            expires_at: required(&table, 9)?.value() as i64,
+            request_hash: rows.required(0, 2)?,
+            attempt: rows.required(0, 3)?.value() as i32,
+            response: rows.get(0, 4)?,
+            recovery_point: rows.get(0, 5)?,
+            failure_code: rows.get(0, 6)?,
+            failure_message: rows.get(0, 7)?,
+            locked_until: rows.get(0, 8)?.map(|d| d.value() as i64),
+            expires_at: rows.required(0, 9)?.value() as i64,
         }))
     }
 
@@ -382,18 +355,18 @@ impl<'a> ClaimArgs<'a> {
         }
     }
 
-    fn statement_args(&self) -> [DatumWithOid<'a>; 6] {
+    fn statement_args(&self) -> [Arg; 6] {
         [
             text_arg(self.scope),
             text_arg(self.key),
             text_arg(self.hash),
-            raw_arg(Some(self.lease), INTERVAL),
-            raw_arg(Some(self.retention), INTERVAL),
+            Some(self.lease),
+            Some(self.retention),
             opt_text_arg(self.claimed_by),
         ]
     }
 
-    fn key_args(&self) -> [DatumWithOid<'a>; 2] {
+    fn key_args(&self) -> [Arg; 2] {
         [text_arg(self.scope), text_arg(self.key)]
     }
 }
@@ -439,21 +412,16 @@ impl Claimed {
     }
 
     /// A claim this call made: attempt, lease end and expiry from the statement's RETURNING.
-    fn claimed(
-        outcome: Outcome,
-        previous: Option<&Row>,
-        returning: SpiTupleTable<'_>,
-    ) -> Result<Self> {
-        let returning = returning.first();
+    fn made(outcome: Outcome, previous: Option<&Row>, returning: Rows<'_>) -> Result<Self> {
         Ok(Claimed {
             outcome: Some(outcome),
-            attempt: Some(required(&returning, 1)?.value() as i32),
+            attempt: Some(returning.required(0, 1)?.value() as i32),
             response: None,
             recovery_point: previous.and_then(|r| r.recovery_point),
             failure_code: previous.and_then(|r| r.failure_code),
             failure_message: previous.and_then(|r| r.failure_message),
-            locked_until: Some(required(&returning, 2)?.value() as i64),
-            expires_at: Some(required(&returning, 3)?.value() as i64),
+            locked_until: Some(returning.required(0, 2)?.value() as i64),
+            expires_at: Some(returning.required(0, 3)?.value() as i64),
         })
     }
 }
@@ -507,30 +475,30 @@ fn try_lock_key(args: &ClaimArgs<'_>) -> bool {
     }
 }
 
-fn claim_in(client: &mut SpiClient<'_>, args: &ClaimArgs<'_>) -> Result<Claimed> {
+fn claim_in(conn: &Conn, args: &ClaimArgs<'_>) -> Result<Claimed> {
     // SAFETY: reads the transaction's start time.
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let mut row = Row::read(LOOKUP.run(client, &args.key_args())?)?;
+    let mut row = Row::read(LOOKUP.run(conn, &args.key_args())?)?;
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
     for _ in 0..3 {
         let Some(seen) = row else {
             if !try_lock_key(args) {
                 return Ok(Claimed::unseen_active());
             }
-            let inserted = INSERT.run(client, &args.statement_args())?;
+            let inserted = INSERT.run(conn, &args.statement_args())?;
             if !inserted.is_empty() {
-                return Claimed::claimed(Outcome::NewClaim, None, inserted);
+                return Claimed::made(Outcome::NewClaim, None, inserted);
             }
             // Inserted and committed by someone since our read: look again.
-            row = Row::read(LOOKUP.run(client, &args.key_args())?)?;
+            row = Row::read(LOOKUP.run(conn, &args.key_args())?)?;
             continue;
         };
         if let Verdict::Answer(outcome) = judge(&seen, args, now)? {
             return Ok(Claimed::from_row(outcome, &seen));
         }
-        let Some(locked) = Row::read(LOCK_ROW.run(client, &args.key_args())?)? else {
+        let Some(locked) = Row::read(LOCK_ROW.run(conn, &args.key_args())?)? else {
             // Locked by a transaction that is changing it, or just deleted.
-            row = Row::read(LOOKUP.run(client, &args.key_args())?)?;
+            row = Row::read(LOOKUP.run(conn, &args.key_args())?)?;
             match &row {
                 Some(busy) => return Ok(Claimed::from_row(Outcome::ProcessingActive, busy)),
                 None => continue,
@@ -540,12 +508,12 @@ fn claim_in(client: &mut SpiClient<'_>, args: &ClaimArgs<'_>) -> Result<Claimed>
         return match judge(&locked, args, now)? {
             Verdict::Answer(outcome) => Ok(Claimed::from_row(outcome, &locked)),
             Verdict::TakeOver(outcome) => {
-                let updated = TAKE_OVER.run(client, &args.statement_args())?;
-                Claimed::claimed(outcome, Some(&locked), updated)
+                let updated = TAKE_OVER.run(conn, &args.statement_args())?;
+                Claimed::made(outcome, Some(&locked), updated)
             }
             Verdict::Reset => {
-                let updated = RESET.run(client, &args.statement_args())?;
-                Claimed::claimed(Outcome::NewClaim, None, updated)
+                let updated = RESET.run(conn, &args.statement_args())?;
+                Claimed::made(Outcome::NewClaim, None, updated)
             }
         };
     }
@@ -659,11 +627,10 @@ fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     let (args, site) = unsafe { (ClaimArgs::read(fcinfo)?, call_site(fcinfo)?) };
     // SAFETY: the memory context the caller expects the result in.
     let caller = unsafe { pg_sys::CurrentMemoryContext };
-    Spi::connect_mut(|client| {
-        let claimed = claim_in(client, &args)?;
-        crate::metrics::count_claim(claimed.outcome);
-        form_row(site, &claimed, caller)
-    })
+    let conn = Conn::open()?;
+    let claimed = claim_in(&conn, &args)?;
+    crate::metrics::count_claim(claimed.outcome);
+    form_row(site, &claimed, caller)
 }
 
 function_info_v1!(pg_finfo_idem_claim);
@@ -684,19 +651,18 @@ struct State {
     failure_message: Option<Datum>,
 }
 
-fn state(client: &mut SpiClient<'_>, key_args: &[DatumWithOid<'_>]) -> Result<Option<State>> {
-    let table = STATE.run(client, key_args)?;
-    if table.is_empty() {
+fn state(conn: &Conn, scope: &[u8], key: &[u8]) -> Result<Option<State>> {
+    let rows = STATE.run(conn, &[text_arg(scope), text_arg(key)])?;
+    if rows.is_empty() {
         return Ok(None);
     }
-    let table = table.first();
     // SAFETY: column 1 is text.
-    let status = Status::parse(unsafe { datum_bytes(required(&table, 1)?) })?;
+    let status = Status::parse(unsafe { datum_bytes(rows.required(0, 1)?) })?;
     Ok(Some(State {
         status,
-        attempt: required(&table, 2)?.value() as i32,
-        failure_code: col(&table, 4)?,
-        failure_message: col(&table, 5)?,
+        attempt: rows.required(0, 2)?.value() as i32,
+        failure_code: rows.get(0, 4)?,
+        failure_message: rows.get(0, 5)?,
     }))
 }
 
@@ -760,10 +726,10 @@ fn diagnose(
     key: &[u8],
     is_repeat: impl FnOnce(&State) -> Result<bool>,
 ) -> Result<()> {
-    if let (Some(state), Some(given)) = (&found, attempt) {
-        if state.attempt != given {
-            return Err(stale_attempt(scope, key, given, state.attempt));
-        }
+    if let (Some(state), Some(given)) = (&found, attempt)
+        && state.attempt != given
+    {
+        return Err(stale_attempt(scope, key, given, state.attempt));
     }
     match &found {
         Some(state) if is_repeat(state)? => Ok(()),
@@ -781,39 +747,24 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
             args::int4(fcinfo, 3),
         )
     };
-    Spi::connect_mut(|client| {
-        let changed = COMPLETE.run(
-            client,
-            &[
-                text_arg(scope),
-                text_arg(key),
-                raw_arg(response, JSONB),
-                int4_arg(attempt),
-            ],
-        )?;
-        if !changed.is_empty() {
-            crate::metrics::count_completion();
-            return Ok(());
+    let conn = Conn::open()?;
+    let changed = COMPLETE.run(
+        &conn,
+        &[text_arg(scope), text_arg(key), response, int4_arg(attempt)],
+    )?;
+    if !changed.is_empty() {
+        crate::metrics::count_completion();
+        return Ok(());
+    }
+    let found = state(&conn, scope, key)?;
+    let why = errors::COMPLETE_NOT_PROCESSING;
+    diagnose(found, attempt, why, "complete", scope, key, |state| {
+        if state.status != Status::Succeeded {
+            return Ok(false);
         }
-        let found = state(client, &[text_arg(scope), text_arg(key)])?;
-        diagnose(
-            found,
-            attempt,
-            errors::COMPLETE_NOT_PROCESSING,
-            "complete",
-            scope,
-            key,
-            |state| {
-                if state.status != Status::Succeeded {
-                    return Ok(false);
-                }
-                let same = SAME_RESPONSE.run(
-                    client,
-                    &[text_arg(scope), text_arg(key), raw_arg(response, JSONB)],
-                )?;
-                Ok(!same.is_empty() && same.first().get_one::<bool>()? == Some(true))
-            },
-        )
+        // A repeat with an identical response is a no-op.
+        let same = SAME_RESPONSE.run(&conn, &[text_arg(scope), text_arg(key), response])?;
+        Ok(!same.is_empty() && same.get(0, 1)?.is_some_and(|d| d.value() != 0))
     })
 }
 
@@ -849,41 +800,40 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     } else {
         &FAIL_FINAL
     };
-    Spi::connect_mut(|client| {
-        let changed = statement.run(
-            client,
-            &[
-                text_arg(scope),
-                text_arg(key),
-                opt_text_arg(code),
-                opt_text_arg(message),
-                int4_arg(attempt),
-            ],
-        )?;
-        if !changed.is_empty() {
-            crate::metrics::count_failure();
-            return Ok(());
-        }
-        let found = state(client, &[text_arg(scope), text_arg(key)])?;
-        diagnose(
-            found,
-            attempt,
-            errors::FAIL_NOT_PROCESSING,
-            "fail",
-            scope,
-            key,
-            |state| {
-                // A repeat of the same failure is a no-op.
-                // SAFETY: failure_code and failure_message are text datums.
-                let same = |stored: Option<Datum>, given: Option<&[u8]>| {
-                    stored.map(|d| unsafe { datum_bytes(d) }) == given
-                };
-                Ok(state.status == target
-                    && same(state.failure_code, code)
-                    && same(state.failure_message, message))
-            },
-        )
-    })
+    let conn = Conn::open()?;
+    let changed = statement.run(
+        &conn,
+        &[
+            text_arg(scope),
+            text_arg(key),
+            opt_text_arg(code),
+            opt_text_arg(message),
+            int4_arg(attempt),
+        ],
+    )?;
+    if !changed.is_empty() {
+        crate::metrics::count_failure();
+        return Ok(());
+    }
+    let found = state(&conn, scope, key)?;
+    diagnose(
+        found,
+        attempt,
+        errors::FAIL_NOT_PROCESSING,
+        "fail",
+        scope,
+        key,
+        |state| {
+            // A repeat of the same failure is a no-op.
+            // SAFETY: failure_code and failure_message are text datums.
+            let same = |stored: Option<Datum>, given: Option<&[u8]>| {
+                stored.map(|d| unsafe { datum_bytes(d) }) == given
+            };
+            Ok(state.status == target
+                && same(state.failure_code, code)
+                && same(state.failure_message, message))
+        },
+    )
 }
 
 function_info_v1!(pg_finfo_idem_fail);
@@ -913,36 +863,28 @@ fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
             lease,
         )
     };
-    Spi::connect_mut(|client| {
-        let changed = CHECKPOINT.run(
-            client,
-            &[
-                text_arg(scope),
-                text_arg(key),
-                opt_text_arg(recovery_point),
-                int4_arg(attempt),
-                raw_arg(lease, INTERVAL),
-            ],
-        )?;
-        if !changed.is_empty() {
-            // timestamptz is pass-by-value: safe to return past SPI_finish.
-            return required(&changed.first(), 1);
-        }
-        let found = state(client, &[text_arg(scope), text_arg(key)])?;
-        diagnose(
-            found,
-            attempt,
-            errors::CHECKPOINT_NOT_PROCESSING,
-            "checkpoint",
-            scope,
-            key,
-            |_| Ok(false),
-        )?;
-        Err(IdemError::new(
-            errors::INTERNAL_ERROR,
-            "checkpoint changed nothing",
-        ))
-    })
+    let conn = Conn::open()?;
+    let changed = CHECKPOINT.run(
+        &conn,
+        &[
+            text_arg(scope),
+            text_arg(key),
+            opt_text_arg(recovery_point),
+            int4_arg(attempt),
+            lease,
+        ],
+    )?;
+    if !changed.is_empty() {
+        // timestamptz is pass-by-value: safe to return past SPI_finish.
+        return changed.required(0, 1);
+    }
+    let found = state(&conn, scope, key)?;
+    let why = errors::CHECKPOINT_NOT_PROCESSING;
+    diagnose(found, attempt, why, "checkpoint", scope, key, |_| Ok(false))?;
+    Err(IdemError::new(
+        errors::INTERNAL_ERROR,
+        "checkpoint changed nothing",
+    ))
 }
 
 function_info_v1!(pg_finfo_idem_checkpoint);
@@ -960,11 +902,10 @@ fn forget(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
             input::key(args::bytes(fcinfo, 1))?,
         )
     };
-    Spi::connect_mut(|client| {
-        Ok(!FORGET
-            .run(client, &[text_arg(scope), text_arg(key)])?
-            .is_empty())
-    })
+    let conn = Conn::open()?;
+    Ok(!FORGET
+        .run(&conn, &[text_arg(scope), text_arg(key)])?
+        .is_empty())
 }
 
 function_info_v1!(pg_finfo_idem_forget);
