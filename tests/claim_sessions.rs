@@ -5,9 +5,16 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{Client, cluster, sqlstate};
+use common::{cluster, sqlstate};
+use postgres::GenericClient;
 
-fn outcome(client: &mut Client, scope: &str, key: &str, hash: &str) -> (String, Option<i32>) {
+/// (outcome, attempt) of a claim, in a session or inside its open transaction.
+fn outcome(
+    client: &mut impl GenericClient,
+    scope: &str,
+    key: &str,
+    hash: &str,
+) -> (String, Option<i32>) {
     let row = client
         .query_one(
             "SELECT outcome::text, attempt FROM idem_claim($1, $2, $3)",
@@ -22,7 +29,7 @@ fn uncommitted_claim_is_processing_active_for_others_at_once() {
     let mut a = cluster().session();
     let mut b = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    let (o, _) = outcome_tx(&mut ta, "s1", "k", "h");
+    let (o, _) = outcome(&mut ta, "s1", "k", "h");
     assert_eq!(o, "new_claim");
 
     let started = Instant::now();
@@ -41,7 +48,7 @@ fn uncommitted_claim_is_processing_active_for_others_at_once() {
         .expect("fail");
     let mut ta = a.transaction().expect("begin");
     assert_eq!(
-        outcome_tx(&mut ta, "s1", "k", "h"),
+        outcome(&mut ta, "s1", "k", "h"),
         ("retryable_failure".into(), Some(2))
     );
     let started = Instant::now();
@@ -55,26 +62,11 @@ fn uncommitted_claim_is_processing_active_for_others_at_once() {
     );
 }
 
-fn outcome_tx(
-    tx: &mut postgres::Transaction<'_>,
-    scope: &str,
-    key: &str,
-    hash: &str,
-) -> (String, Option<i32>) {
-    let row = tx
-        .query_one(
-            "SELECT outcome::text, attempt FROM idem_claim($1, $2, $3)",
-            &[&scope, &key, &hash],
-        )
-        .expect("claim");
-    (row.get(0), row.get(1))
-}
-
 #[test]
 fn rolled_back_claim_leaves_nothing() {
     let mut a = cluster().session();
     let mut tx = a.transaction().expect("begin");
-    assert_eq!(outcome_tx(&mut tx, "s2", "k", "h").0, "new_claim");
+    assert_eq!(outcome(&mut tx, "s2", "k", "h").0, "new_claim");
     tx.rollback().expect("rollback");
     let n: i64 = a
         .query_one(
@@ -144,7 +136,7 @@ fn replay_is_a_read_no_xid_no_row_lock() {
         .expect("complete");
 
     let mut tx = a.transaction().expect("begin");
-    assert_eq!(outcome_tx(&mut tx, "s4", "k", "h").0, "replay_success");
+    assert_eq!(outcome(&mut tx, "s4", "k", "h").0, "replay_success");
     let xid: Option<String> = tx
         .query_one("SELECT pg_current_xact_id_if_assigned()::text", &[])
         .expect("xid")
@@ -205,7 +197,7 @@ fn racing_sessions_produce_exactly_one_effect_per_key() {
                     let deadline = Instant::now() + Duration::from_secs(30);
                     loop {
                         let mut tx = client.transaction().expect("begin");
-                        let (o, _) = outcome_tx(&mut tx, "race", &key, "same-request");
+                        let (o, _) = outcome(&mut tx, "race", &key, "same-request");
                         match o.as_str() {
                             "new_claim" | "retryable_failure" | "processing_stale" => {
                                 tx.execute(
