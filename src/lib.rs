@@ -1,6 +1,7 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 use pgrx::prelude::*;
 
+pub mod compat;
 pub mod errors;
 
 ::pgrx::pg_module_magic!(name, version);
