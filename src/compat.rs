@@ -8,6 +8,7 @@
 //!
 //! | item | difference | here |
 //! | --- | --- | --- |
+//! | `ERROR` (elog level) | named `pg_sys::PGERROR` in pgrx; value 20 on PG13, 21 from PG14 | use `pg_sys::PGERROR`, never a literal |
 //! | `MarkGUCPrefixReserved` | PG15+; PG13/14 call it `EmitWarningsOnPlaceholders` | [`mark_guc_prefix_reserved`] |
 //! | `index_beginscan` | PG18 adds `instrument: *mut IndexScanInstrumentation` (3rd arg) | [`index_beginscan`] |
 //! | `ReThrowError` | declared `-> !` for 13..17, but returning `()` for 18 (PG18's `pg_noreturn`) | [`rethrow_error`] |
@@ -95,6 +96,29 @@ mod tests {
             .unwrap()
             .unwrap();
         assert_eq!(super::PG_MAJOR, server.parse::<u32>().unwrap() / 10000);
+    }
+
+    /// Raises P4002 through `errors::raise`, whose ERROR level (`pg_sys::PGERROR`) is 20 on
+    /// PG13 and 21 from PG14 (21 on PG13 would be FATAL and end the session).
+    #[pg_extern]
+    fn compat_raise_p4002() {
+        crate::errors::raise(crate::errors::IdemError::new(
+            crate::errors::HASH_MISMATCH,
+            "compat test",
+        ));
+    }
+
+    #[pg_test]
+    fn raise_is_a_catchable_error_with_our_sqlstate() {
+        Spi::run(
+            "DO $$ BEGIN
+               PERFORM tests.compat_raise_p4002();
+               RAISE EXCEPTION 'not raised';
+             EXCEPTION WHEN SQLSTATE 'P4002' THEN
+               IF SQLERRM <> 'compat test' THEN RAISE EXCEPTION 'message: %', SQLERRM; END IF;
+             END $$",
+        )
+        .unwrap();
     }
 
     #[pg_test]
