@@ -138,8 +138,9 @@ pub fn raise(err: IdemError) -> ! {
         .map_or(core::ptr::null_mut(), palloc_cstr);
     drop(err);
     // SAFETY: Postgres' own ereport sequence; every pointer is palloc'd or static.
+    // pgrx names elog.h's ERROR `PGERROR`; it is 20 on PG13 and 21 from PG14: never hardcode it.
     unsafe {
-        if errstart(pgrx::PgLogLevel::ERROR as c_int, core::ptr::null()) {
+        if errstart(pg_sys::PGERROR as c_int, core::ptr::null()) {
             errcode(code);
             errmsg(c"%s".as_ptr(), message);
             if !detail.is_null() {

@@ -7,6 +7,7 @@ use pgrx::prelude::*;
 
 mod args;
 pub mod claim;
+pub mod compat;
 pub mod errors;
 mod input;
 pub mod lock_key;

@@ -1,0 +1,107 @@
+#!/usr/bin/env bash
+# Runs the whole test suite (unit + #[pg_test] + tests/) on each Postgres version, one after
+# the other, sharing one target dir, and prints a summary table.
+#
+# Usage: pgrx-config/test.sh [MAJOR ...]     e.g.  pgrx-config/test.sh 15 17
+#        (default: every version in pgrx-config/versions; set them up first with
+#         pgrx-config/setup.sh, same arguments)
+#
+# Per version: env -u RUST_BACKTRACE cargo pgrx test pgNN --runas postgres --pgdata DIR
+#   cargo-pgrx swaps the default `pg15` feature for `pgNN` by itself (--no-default-features
+#   --features "pgNN pg_test"), so no feature flags are passed here. Postgres runs as the
+#   `postgres` OS user (initdb refuses root); DIR=/var/tmp/idempotency-pgdata/pgNN is owned by
+#   it, and pgrx makes a fresh NN-PID cluster inside it per run and removes it afterwards.
+#   RUST_BACKTRACE is dropped because pgrx appends Rust backtraces to error DETAILs when set.
+# Before the versions: the workspace's Postgres-independent crates, once (cargo test).
+#
+# Output: one banner per version, then a table; the same table in Markdown in
+# $CARGO_TARGET_DIR/matrix-summary.md and full logs in $CARGO_TARGET_DIR/matrix-logs/.
+# Exit status: non-zero if any version failed (or was not set up).
+set -uo pipefail
+here=$(cd "$(dirname "$0")" && pwd)
+repo=$(cd "$here/.." && pwd)
+cd "$repo"
+export CARGO_TARGET_DIR=${CARGO_TARGET_DIR:-$repo/target}
+PGDATA_ROOT=${IDEM_PGDATA_ROOT:-/var/tmp/idempotency-pgdata}
+RUNAS=${IDEM_RUNAS:-postgres}
+logs=$CARGO_TARGET_DIR/matrix-logs
+summary_md=$CARGO_TARGET_DIR/matrix-summary.md
+mkdir -p "$logs"
+
+all=()
+while read -r major _; do
+  case "$major" in '' | '#'*) continue ;; esac
+  all+=("$major")
+done <"$here/versions"
+versions=("${@#pg}")
+[ ${#versions[@]} -gt 0 ] || mapfile -t versions < <(printf '%s\n' "${all[@]}" | sort -n)
+
+config=${PGRX_HOME:-$HOME/.pgrx}/config.toml
+rows=() failed=0 passed=0 t_all=$SECONDS
+
+# "test result: ok. 3 passed; 0 failed; ..." lines of a log -> "PASSED FAILED" (summed)
+count_tests() {
+  grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$1" |
+    awk '{p += $4; f += $6} END {printf "%d %d", p, f}'
+}
+
+banner() { printf '\n==================== %s ====================\n' "$*"; }
+
+run_one() { # NAME LOG COMMAND... -> runs it, records a row
+  local name=$1 log=$2 t0=$SECONDS rc tests
+  shift 2
+  "$@" 2>&1 | tee "$log"
+  rc=${PIPESTATUS[0]}
+  tests=$(count_tests "$log")
+  local secs=$((SECONDS - t0)) result=passed
+  if [ "$rc" -ne 0 ]; then result="FAILED (exit $rc)" failed=$((failed + 1)); else passed=$((passed + 1)); fi
+  rows+=("$name|$result|${tests% *}|${tests#* }|$secs")
+  printf -- '--- %s: %s in %ss (tests: %s passed, %s failed)\n' "$name" "$result" "$secs" "${tests% *}" "${tests#* }"
+}
+
+# Postgres-independent crates of the workspace, once.
+pure=$(cargo metadata --no-deps --format-version 1 2>/dev/null |
+  python3 -c 'import json,sys; print(" ".join(p["name"] for p in json.load(sys.stdin)["packages"] if p["name"] != "idempotency"))' 2>/dev/null || true)
+if [ -n "$pure" ]; then
+  banner "workspace crates without Postgres: $pure"
+  pkgs=()
+  for p in $pure; do pkgs+=(-p "$p"); done
+  run_one "no Postgres ($pure)" "$logs/pure.log" env -u RUST_BACKTRACE cargo test "${pkgs[@]}"
+fi
+
+for v in "${versions[@]}"; do
+  pgc=$(sed -n "s/^pg$v = \"\(.*\)\"\$/\1/p" "$config" 2>/dev/null)
+  if [ -z "$pgc" ] || [ ! -x "$pgc" ]; then
+    banner "pg$v: NOT SET UP"
+    echo "pg$v is not in $config (or its pg_config is gone): run pgrx-config/setup.sh $v"
+    rows+=("pg$v|FAILED (not set up)|0|0|0")
+    failed=$((failed + 1))
+    continue
+  fi
+  pgver=$("$pgc" --version | cut -d' ' -f2)
+  install -d -o "$RUNAS" -m 0700 "$PGDATA_ROOT/pg$v"
+  chmod 0755 "$PGDATA_ROOT"
+  banner "pg$v: PostgreSQL $pgver ($pgc)"
+  run_one "pg$v ($pgver)" "$logs/pg$v.log" \
+    env -u RUST_BACKTRACE cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
+done
+
+total=$((SECONDS - t_all))
+{
+  echo "| version | result | tests passed | tests failed | seconds |"
+  echo "| --- | --- | ---: | ---: | ---: |"
+  for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
+  echo
+  echo "Total: ${total}s; $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores."
+} >"$summary_md"
+
+banner "summary (also in $summary_md)"
+printf '%-28s %-22s %7s %7s %8s\n' version result passed failed seconds
+for r in "${rows[@]}"; do
+  IFS='|' read -r name result p f s <<<"$r"
+  printf '%-28s %-22s %7s %7s %8s\n' "$name" "$result" "$p" "$f" "$s"
+done
+printf 'total %ss\n\n' "$total"
+# The plain closing line CI reads, counting rows (Postgres versions + the Postgres-free crates).
+echo "matrix: $passed passed, $failed failed"
+[ "$failed" -eq 0 ]

@@ -1,0 +1,158 @@
+//! The one place where code differs between Postgres 13 and 18.
+//!
+//! Everything else in the crate calls these shims and stays free of `#[cfg(feature = "pgNN")]`.
+//! Each shim keeps the newest Postgres' shape and meaning; older versions adapt to it.
+//!
+//! Differences in pgrx 0.18.1's `pg_sys` (from its pre-generated bindings, 13..18) that this
+//! project is likely to meet, and how to handle them:
+//!
+//! | item | difference | here |
+//! | --- | --- | --- |
+//! | `ERROR` (elog level) | named `pg_sys::PGERROR` in pgrx; value 20 on PG13, 21 from PG14 | use `pg_sys::PGERROR`, never a literal |
+//! | `MarkGUCPrefixReserved` | PG15+; PG13/14 call it `EmitWarningsOnPlaceholders` | [`mark_guc_prefix_reserved`] |
+//! | `index_beginscan` | PG18 adds `instrument: *mut IndexScanInstrumentation` (3rd arg) | [`index_beginscan`] |
+//! | `ReThrowError` | declared `-> !` for 13..17, but returning `()` for 18 (PG18's `pg_noreturn`) | [`rethrow_error`] |
+//! | `ExecutorRun_hook` / `standard_ExecutorRun` | PG18 drops the `execute_once: bool` argument | add a shim when a hook is written |
+//! | `ProcessUtility_hook` / `standard_ProcessUtility` | PG14+ add `readOnlyTree: bool` (3rd arg) | add a shim when a hook is written |
+//! | `SPI_execute_extended`, `SPI_prepare_extended`, `SPI_execute_plan_extended` | PG14+ only | use `SPI_execute_with_args` / pgrx's `Spi` |
+//! | `heap_form_tuple`, `heap_fill_tuple`, ... | `values`/`isnull` are `*mut` before 17, `*const` from 17 | pass `as_mut_ptr()`: coerces to both |
+//! | `simple_heap_update`, `heap_update` | PG16+ add `update_indexes` | prefer SPI over heap access |
+//! | `shmem_request_hook` | PG15+; before, request shmem directly in `_PG_init` | pgrx's `pg_shmem_init!` handles it |
+//! | `escape_json` | same in all; PG18 adds `escape_json_with_len`/`escape_json_text` | use `escape_json` |
+//! | `JsonbIteratorInit`/`JsonbIteratorNext`, `pushJsonbValue` | same signatures 13..18 | no shim needed |
+//! | `findJsonbValueFromContainer`, `getIthJsonbValueFromContainer` | only a parameter renamed (16) | no shim needed |
+//!
+//! A shim is tested on every version by `pgrx-config/test.sh` (see the tests below).
+
+use core::ffi::{CStr, c_int};
+use pgrx::pg_sys;
+
+/// The Postgres major version this build is for (13..18).
+pub const PG_MAJOR: u32 = pg_sys::PG_VERSION_NUM / 10000;
+
+/// Reserve a GUC prefix (`idempotency.`): later unknown `idempotency.*` settings get a WARNING
+/// and are removed. Call from `_PG_init` after defining the extension's GUCs.
+pub fn mark_guc_prefix_reserved(prefix: &CStr) {
+    // SAFETY: takes a NUL-terminated string that it copies; valid in the postmaster and backends.
+    unsafe {
+        #[cfg(any(feature = "pg13", feature = "pg14"))]
+        pg_sys::EmitWarningsOnPlaceholders(prefix.as_ptr());
+        #[cfg(not(any(feature = "pg13", feature = "pg14")))]
+        pg_sys::MarkGUCPrefixReserved(prefix.as_ptr());
+    }
+}
+
+/// `index_beginscan` with PG18's extra `instrument` argument left out (NULL: no statistics).
+///
+/// # Safety
+/// As `index_beginscan`: open, suitably locked relations and a registered or active snapshot.
+pub unsafe fn index_beginscan(
+    heap: pg_sys::Relation,
+    index: pg_sys::Relation,
+    snapshot: pg_sys::Snapshot,
+    nkeys: c_int,
+    norderbys: c_int,
+) -> pg_sys::IndexScanDesc {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        #[cfg(feature = "pg18")]
+        return pg_sys::index_beginscan(
+            heap,
+            index,
+            snapshot,
+            core::ptr::null_mut(),
+            nkeys,
+            norderbys,
+        );
+        #[cfg(not(feature = "pg18"))]
+        return pg_sys::index_beginscan(heap, index, snapshot, nkeys, norderbys);
+    }
+}
+
+/// `ReThrowError`, typed as not returning on every version (PG18's binding lost the `!`).
+///
+/// # Safety
+/// As `ReThrowError`: `edata` from `CopyErrorData`, in a memory context that outlives the
+/// throw; nothing with a destructor may be alive in the Rust frames the longjmp skips.
+pub unsafe fn rethrow_error(edata: *mut pg_sys::ErrorData) -> ! {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        pg_sys::ReThrowError(edata);
+    }
+    #[allow(unreachable_code)]
+    {
+        unreachable!("ReThrowError returned")
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
+
+    #[pg_test]
+    fn pg_major_matches_the_server() {
+        let server = Spi::get_one::<String>("SELECT current_setting('server_version_num')")
+            .unwrap()
+            .unwrap();
+        assert_eq!(super::PG_MAJOR, server.parse::<u32>().unwrap() / 10000);
+    }
+
+    /// Raises P4002 through `errors::raise`, whose ERROR level (`pg_sys::PGERROR`) is 20 on
+    /// PG13 and 21 from PG14 (21 on PG13 would be FATAL and end the session).
+    #[pg_extern]
+    fn compat_raise_p4002() {
+        crate::errors::raise(crate::errors::IdemError::new(
+            crate::errors::HASH_MISMATCH,
+            "compat test",
+        ));
+    }
+
+    #[pg_test]
+    fn raise_is_a_catchable_error_with_our_sqlstate() {
+        Spi::run(
+            "DO $$ BEGIN
+               PERFORM tests.compat_raise_p4002();
+               RAISE EXCEPTION 'not raised';
+             EXCEPTION WHEN SQLSTATE 'P4002' THEN
+               IF SQLERRM <> 'compat test' THEN RAISE EXCEPTION 'message: %', SQLERRM; END IF;
+             END $$",
+        )
+        .unwrap();
+    }
+
+    #[pg_test]
+    fn mark_guc_prefix_reserved_links_and_runs() {
+        super::mark_guc_prefix_reserved(c"idempotency_compat_test");
+    }
+
+    /// Looks up pg_class's own row through pg_class_oid_index with the shim.
+    #[pg_test]
+    fn index_beginscan_finds_a_catalog_row() {
+        let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
+        // SAFETY: catalog relations opened and closed here, under the test's transaction snapshot.
+        let found = unsafe {
+            let heap = pg_sys::table_open(pg_sys::RelationRelationId, lock);
+            let index = pg_sys::index_open(pg_sys::Oid::from(pg_sys::ClassOidIndexId), lock);
+            let mut key: pg_sys::ScanKeyData = core::mem::zeroed();
+            pg_sys::ScanKeyInit(
+                &mut key,
+                pg_sys::Anum_pg_class_oid as pg_sys::AttrNumber,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                pg_sys::Oid::from(pg_sys::F_OIDEQ),
+                pg_sys::Datum::from(pg_sys::RelationRelationId),
+            );
+            let scan = super::index_beginscan(heap, index, pg_sys::GetTransactionSnapshot(), 1, 0);
+            pg_sys::index_rescan(scan, &mut key, 1, core::ptr::null_mut(), 0);
+            let slot = pg_sys::table_slot_create(heap, core::ptr::null_mut());
+            let found =
+                pg_sys::index_getnext_slot(scan, pg_sys::ScanDirection::ForwardScanDirection, slot);
+            pg_sys::ExecDropSingleTupleTableSlot(slot);
+            pg_sys::index_endscan(scan);
+            pg_sys::index_close(index, lock);
+            pg_sys::table_close(heap, lock);
+            found
+        };
+        assert!(found, "pg_class has a row for pg_class");
+    }
+}
