@@ -19,6 +19,7 @@ use pgrx::{PgMemoryContexts, PgTupleDesc};
 use crate::args::{self, function_info_v1};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
+use crate::lookup::{self, Lookup, Record};
 use crate::plans::{Arg, Conn, Rows, Statement};
 
 /// `idem_outcome`, in the enum's order.
@@ -62,18 +63,26 @@ enum Status {
     FailedFinal,
 }
 
+/// In `idem_status` order, as [`lookup::STATUS_LABELS`].
+const STATUSES: [Status; 4] = [
+    Status::Processing,
+    Status::Succeeded,
+    Status::FailedRetryable,
+    Status::FailedFinal,
+];
+
 impl Status {
     fn parse(label: &[u8]) -> Result<Self> {
-        match label {
-            b"processing" => Ok(Status::Processing),
-            b"succeeded" => Ok(Status::Succeeded),
-            b"failed_retryable" => Ok(Status::FailedRetryable),
-            b"failed_final" => Ok(Status::FailedFinal),
-            other => Err(IdemError::new(
-                errors::INTERNAL_ERROR,
-                format!("unknown idem_status {:?}", input::lossy(other)),
-            )),
-        }
+        lookup::STATUS_LABELS
+            .iter()
+            .position(|known| known.to_bytes() == label)
+            .map(|i| STATUSES[i])
+            .ok_or_else(|| {
+                IdemError::new(
+                    errors::INTERNAL_ERROR,
+                    format!("unknown idem_status {:?}", input::lossy(label)),
+                )
+            })
     }
 
     fn label(self) -> &'static str {
@@ -317,6 +326,20 @@ impl Row {
         }))
     }
 
+    fn from(record: Record) -> Row {
+        Row {
+            status: STATUSES[record.status],
+            request_hash: record.request_hash,
+            attempt: record.attempt,
+            response: record.response,
+            recovery_point: record.recovery_point,
+            failure_code: record.failure_code,
+            failure_message: record.failure_message,
+            locked_until: record.locked_until,
+            expires_at: record.expires_at,
+        }
+    }
+
     fn hash_matches(&self, hash: &[u8]) -> bool {
         // SAFETY: request_hash is a text datum.
         unsafe { datum_bytes(self.request_hash) == hash }
@@ -475,10 +498,8 @@ fn try_lock_key(args: &ClaimArgs<'_>) -> bool {
     }
 }
 
-fn claim_in(conn: &Conn, args: &ClaimArgs<'_>) -> Result<Claimed> {
-    // SAFETY: reads the transaction's start time.
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let mut row = Row::read(LOOKUP.run(conn, &args.key_args())?)?;
+/// The claim's decisions from a first read of the record (`row`) on, writing through SPI.
+fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -> Result<Claimed> {
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
     for _ in 0..3 {
         let Some(seen) = row else {
@@ -565,7 +586,7 @@ unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'static CallSit
     }
 }
 
-fn enum_label_oid(enum_type: Oid, label: &CStr) -> Result<Oid> {
+pub(crate) fn enum_label_oid(enum_type: Oid, label: &CStr) -> Result<Oid> {
     // SAFETY: a syscache lookup by (enum type, label); the tuple is released before returning.
     unsafe {
         let tuple = pg_sys::SearchSysCache(
@@ -627,8 +648,32 @@ fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     let (args, site) = unsafe { (ClaimArgs::read(fcinfo)?, call_site(fcinfo)?) };
     // SAFETY: the memory context the caller expects the result in.
     let caller = unsafe { pg_sys::CurrentMemoryContext };
+    // SAFETY: reads the transaction's start time.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    // The first read goes straight through the index; `seen` is None when it must use SQL.
+    let mut lookup = Lookup::open()?;
+    let seen = match lookup.as_mut() {
+        Some(direct) => Some(
+            direct
+                .find(text_datum(args.scope), text_datum(args.key))?
+                .map(Row::from),
+        ),
+        None => None,
+    };
+    // Replays, final failures and live leases are answered from that read alone.
+    if let Some(Some(row)) = &seen
+        && let Verdict::Answer(outcome) = judge(row, &args, now)?
+    {
+        let claimed = Claimed::from_row(outcome, row);
+        crate::metrics::count_claim(claimed.outcome);
+        return form_row(site, &claimed, caller);
+    }
     let conn = Conn::open()?;
-    let claimed = claim_in(&conn, &args)?;
+    let first = match seen {
+        Some(row) => row,
+        None => Row::read(LOOKUP.run(&conn, &args.key_args())?)?,
+    };
+    let claimed = claim_in(&conn, &args, first, now)?;
     crate::metrics::count_claim(claimed.outcome);
     form_row(site, &claimed, caller)
 }

@@ -48,6 +48,7 @@ pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
 pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
 pub const OBJECT_NOT_IN_PREREQUISITE_STATE: SqlState = SqlState(*b"55000");
 pub const UNDEFINED_FUNCTION: SqlState = SqlState(*b"42883");
+pub const INSUFFICIENT_PRIVILEGE: SqlState = SqlState(*b"42501");
 pub const INTERNAL_ERROR: SqlState = SqlState(*b"XX000");
 
 /// An error on its way to the client.
@@ -161,12 +162,9 @@ mod tests {
 
     #[test]
     fn make_sqlstate_matches_postgres() {
-        let expected = (2 & 0x3F)
-            | ((3 & 0x3F) << 6)
-            | ((5 & 0x3F) << 12)
-            | ((0 & 0x3F) << 18)
-            | ((5 & 0x3F) << 24);
-        assert_eq!(SqlState(*b"23505").packed(), expected);
+        // MAKE_SQLSTATE packs each character's (ch - '0') & 0x3F in 6 bits, first char lowest.
+        let unique_violation = 2 | (3 << 6) | (5 << 12) | (5 << 24);
+        assert_eq!(SqlState(*b"23505").packed(), unique_violation);
         let p = ('P' as c_int - '0' as c_int) & 0x3F;
         assert_eq!(SqlState(*b"P4002").packed(), p | (4 << 6) | (2 << 24));
     }

@@ -11,6 +11,7 @@ pub mod compat;
 pub mod errors;
 mod input;
 pub mod lock_key;
+mod lookup;
 mod metrics;
 mod plans;
 mod schema;

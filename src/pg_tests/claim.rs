@@ -331,3 +331,34 @@ fn custom_sqlstates_can_be_caught_in_a_loop() {
     );
     assert_eq!(caught, Some(500));
 }
+
+#[pg_test]
+fn claim_needs_table_privileges() {
+    run("CREATE ROLE idem_no_grants");
+    run("GRANT USAGE ON SCHEMA idempotency, tests TO idem_no_grants");
+    run("SET LOCAL ROLE idem_no_grants");
+    assert_eq!(sqlstate("SELECT * FROM idem_claim('privileges', 'k', 'h')"), "42501");
+    assert_eq!(sqlstate("SELECT idem_complete('privileges', 'k', '{}')"), "42501");
+    run("RESET ROLE");
+    run("GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.requests TO idem_no_grants");
+    run("SET LOCAL ROLE idem_no_grants");
+    assert_eq!(claim("privileges", "k", "h").0, "new_claim");
+    run("RESET ROLE");
+}
+
+#[pg_test]
+fn row_level_security_is_honoured() {
+    // A replay the policy hides must not be served by the direct index read.
+    claim("rls_other", "k", "h");
+    run("SELECT idem_complete('rls_other', 'k', '{}')");
+    run("CREATE ROLE rls_tenant");
+    run("GRANT USAGE ON SCHEMA idempotency, tests TO rls_tenant");
+    run("GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.requests TO rls_tenant");
+    run("ALTER TABLE idempotency.requests ENABLE ROW LEVEL SECURITY");
+    run("CREATE POLICY tenant ON idempotency.requests USING (scope = current_user)");
+    run("SET LOCAL ROLE rls_tenant");
+    assert_eq!(claim("rls_tenant", "k", "h").0, "new_claim");
+    assert_eq!(claim("rls_tenant", "k", "h").0, "processing_active");
+    assert_eq!(sqlstate("SELECT * FROM idem_claim('rls_other', 'k', 'h')"), "42501");
+    run("RESET ROLE");
+}
