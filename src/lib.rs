@@ -1,7 +1,9 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 use pgrx::prelude::*;
 
+pub mod canonical;
 pub mod errors;
+pub mod lock_key;
 
 ::pgrx::pg_module_magic!(name, version);
 
