@@ -139,34 +139,46 @@ pgrx::impl_sql_translatable!(TextBytes<'_>, arg_only = "text");
 /// How strings in this database become UTF-8.
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum ServerEncoding {
-    /// UTF8 (or SQL_ASCII, whose bytes we take as UTF-8): used as they are, after validation.
+    /// UTF8: used as they are. Postgres verifies the encoding of all text it stores
+    /// (input functions, COPY, binary receive), so it is not checked again here.
     Utf8,
+    /// SQL_ASCII: bytes taken as UTF-8 after a check (SQL_ASCII stores unchecked bytes).
+    SqlAscii,
     /// Anything else: non-ASCII text is converted with `pg_server_to_any`.
-    Other(i32),
+    Other,
 }
 
 impl ServerEncoding {
     pub fn current() -> Self {
         // SAFETY: reads a backend global.
         let enc = unsafe { pg_sys::GetDatabaseEncoding() };
-        if enc == pg_sys::pg_enc::PG_UTF8 as i32 || enc == pg_sys::pg_enc::PG_SQL_ASCII as i32 {
+        if enc == pg_sys::pg_enc::PG_UTF8 as i32 {
             ServerEncoding::Utf8
+        } else if enc == pg_sys::pg_enc::PG_SQL_ASCII as i32 {
+            ServerEncoding::SqlAscii
         } else {
-            ServerEncoding::Other(enc)
+            ServerEncoding::Other
         }
     }
 
-    /// `bytes` (in the server encoding) as UTF-8.
-    pub fn to_utf8<'a>(self, bytes: &'a [u8]) -> errors::Result<Cow<'a, str>> {
-        let utf8 = |b: &'a [u8]| {
-            idem_canonical::str_from_utf8(b)
-                .map(Cow::Borrowed)
-                .map_err(canonical_error)
-        };
+    /// `bytes` (in the server encoding) as UTF-8 bytes.
+    #[inline]
+    pub fn to_utf8<'a>(self, bytes: &'a [u8]) -> errors::Result<Cow<'a, [u8]>> {
+        if self == ServerEncoding::Utf8 {
+            return Ok(Cow::Borrowed(bytes));
+        }
+        self.convert(bytes)
+    }
+
+    #[inline(never)]
+    fn convert<'a>(self, bytes: &'a [u8]) -> errors::Result<Cow<'a, [u8]>> {
         match self {
-            ServerEncoding::Utf8 => utf8(bytes),
-            ServerEncoding::Other(_) if bytes.is_ascii() => utf8(bytes),
-            ServerEncoding::Other(_) => {
+            ServerEncoding::Utf8 => Ok(Cow::Borrowed(bytes)),
+            _ if bytes.is_ascii() => Ok(Cow::Borrowed(bytes)),
+            ServerEncoding::SqlAscii => idem_canonical::str_from_utf8(bytes)
+                .map(|_| Cow::Borrowed(bytes))
+                .map_err(canonical_error),
+            ServerEncoding::Other => {
                 let len = i32::try_from(bytes.len())
                     .map_err(|_| IdemError::new(PROGRAM_LIMIT_EXCEEDED, "string too long"))?;
                 // SAFETY: converts `len` bytes; returns the input pointer or a palloc'd,
@@ -179,7 +191,7 @@ impl ServerEncoding {
                     )
                 };
                 if converted.cast_const().cast::<u8>() == bytes.as_ptr() {
-                    return utf8(bytes);
+                    return Ok(Cow::Borrowed(bytes));
                 }
                 // SAFETY: a NUL-terminated string palloc'd by the conversion.
                 let owned = unsafe { std::ffi::CStr::from_ptr(converted) }
@@ -187,14 +199,24 @@ impl ServerEncoding {
                     .to_vec();
                 // SAFETY: palloc'd above and no longer referenced.
                 unsafe { pg_sys::pfree(converted.cast()) };
-                String::from_utf8(owned).map(Cow::Owned).map_err(|_| {
-                    canonical_error(idem_canonical::Error::new(
-                        ErrorKind::Untranslatable,
-                        "conversion to UTF-8 failed",
-                    ))
-                })
+                Ok(Cow::Owned(owned))
             }
         }
+    }
+
+    /// A whole text (a `json` value) as `&str`: checked once, or converted.
+    pub fn to_utf8_str<'a>(self, bytes: &'a [u8]) -> errors::Result<Cow<'a, str>> {
+        match self.to_utf8(bytes)? {
+            Cow::Borrowed(b) => idem_canonical::str_from_utf8(b).map(Cow::Borrowed),
+            Cow::Owned(v) => String::from_utf8(v).map(Cow::Owned).map_err(|e| {
+                idem_canonical::str_from_utf8(e.as_bytes())
+                    .err()
+                    .unwrap_or_else(|| {
+                        idem_canonical::Error::new(ErrorKind::Untranslatable, "not UTF-8")
+                    })
+            }),
+        }
+        .map_err(canonical_error)
     }
 }
 
@@ -379,7 +401,7 @@ fn numeric_to_f64(num: &[u8], scratch: &mut String) -> errors::Result<f64> {
 }
 
 /// Top-level members to keep (`idem_hash(jsonb, text[])`).
-pub type FieldSet<'a> = BTreeSet<&'a str>;
+pub type FieldSet<'a> = BTreeSet<&'a [u8]>;
 
 /// Writes the canonical form of a jsonb value (`root`: the bytes after the varlena header).
 /// With `fields`, the top level must be an object and only those members are written.
@@ -390,7 +412,7 @@ pub fn write_jsonb<S: Sink>(
     sink: S,
 ) -> errors::Result<S> {
     struct Member<'a> {
-        name: Cow<'a, str>,
+        name: Cow<'a, [u8]>,
         value: Child,
     }
     enum Frame {
@@ -449,7 +471,7 @@ pub fn write_jsonb<S: Sink>(
                 .get(child.base + child.start..child.base + child.end)
                 .ok_or_else(|| corrupt("child data beyond the end"))?;
             match child.jentry & JENTRY_TYPEMASK {
-                JENTRY_ISSTRING => out.string(&encoding.to_utf8(data)?),
+                JENTRY_ISSTRING => out.string_utf8(&encoding.to_utf8(data)?),
                 JENTRY_ISNUMERIC => {
                     let at = intalign(child.start) - child.start;
                     let num = data.get(at..).ok_or_else(|| corrupt("numeric offset"))?;
@@ -492,9 +514,7 @@ pub fn write_jsonb<S: Sink>(
                             }
                             members.truncate(w);
                         }
-                        members[from..].sort_unstable_by(|a, b| {
-                            cmp_utf16(a.name.as_bytes(), b.name.as_bytes())
-                        });
+                        members[from..].sort_unstable_by(|a, b| cmp_utf16(&a.name, &b.name));
                         let to = members.len();
                         stack.push(Frame::Object { from, at: from, to });
                     } else {
@@ -524,7 +544,7 @@ pub fn write_jsonb<S: Sink>(
             Frame::Object { from, at, to } => {
                 if *at < *to {
                     let m = &members[*at];
-                    out.key(&m.name);
+                    out.key_utf8(&m.name);
                     pending = Some(m.value);
                     *at += 1;
                 } else {
@@ -563,7 +583,7 @@ pub fn jsonb_hash_hex(root: &[u8], fields: Option<&FieldSet<'_>>) -> errors::Res
 
 /// SHA-256 of the canonical form of a `json` value's text (in the server encoding).
 pub fn json_text_hash(text: &[u8]) -> errors::Result<[u8; 32]> {
-    let text = ServerEncoding::current().to_utf8(text)?;
+    let text = ServerEncoding::current().to_utf8_str(text)?;
     let doc = Document::parse(&text).map_err(canonical_error)?;
     let sink = doc
         .write_canonical(HashSink::new())
@@ -572,19 +592,35 @@ pub fn json_text_hash(text: &[u8]) -> errors::Result<[u8; 32]> {
 }
 
 fn json_text_canonical(text: &[u8]) -> errors::Result<String> {
-    let text = ServerEncoding::current().to_utf8(text)?;
+    let text = ServerEncoding::current().to_utf8_str(text)?;
     let doc = Document::parse(&text).map_err(canonical_error)?;
-    doc.write_canonical(String::with_capacity(text.len()))
-        .map_err(canonical_error)
+    let out = doc
+        .write_canonical(Vec::with_capacity(text.len()))
+        .map_err(canonical_error)?;
+    utf8_string(out)
 }
 
 fn jsonb_canonical(root: &[u8]) -> errors::Result<String> {
-    write_jsonb(
+    let out = write_jsonb(
         root,
         None,
         ServerEncoding::current(),
-        String::with_capacity(root.len()),
-    )
+        Vec::with_capacity(root.len()),
+    )?;
+    utf8_string(out)
+}
+
+/// The canonical text as a `String`: one UTF-8 check over the whole output.
+fn utf8_string(bytes: Vec<u8>) -> errors::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        IdemError::new(
+            errors::UNTRANSLATABLE_CHARACTER,
+            format!(
+                "invalid UTF-8 in JSON value (byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
 }
 
 /// `idem_hash(payload, fields)`: NULL elements are an error (22004), duplicates are harmless.
@@ -597,7 +633,7 @@ fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Resul
                 "idem_hash(payload, fields): fields must not contain NULL",
             ));
         };
-        set.insert(name);
+        set.insert(name.as_bytes());
     }
     jsonb_hash_hex(root, Some(&set))
 }

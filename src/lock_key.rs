@@ -14,7 +14,7 @@ pub fn lock_key_for(scope: &[u8], key: &[u8]) -> errors::Result<i64> {
     let encoding = ServerEncoding::current();
     let scope = encoding.to_utf8(scope)?;
     let key = encoding.to_utf8(key)?;
-    idem_canonical::lock_key(&scope, &key).map_err(canonical_error)
+    idem_canonical::lock_key(scope, key).map_err(canonical_error)
 }
 
 /// `pg_try_advisory_xact_lock(idem_lock_key(scope, key))` serializes work on one key.

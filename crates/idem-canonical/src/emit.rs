@@ -64,6 +64,12 @@ impl<S: Sink> Emitter<S> {
     /// A member name; the member's value must follow.
     #[inline]
     pub fn key(&mut self, name: &str) {
+        self.key_utf8(name.as_bytes());
+    }
+
+    /// [`Emitter::key`] for a name given as bytes the caller vouches are UTF-8.
+    #[inline]
+    pub fn key_utf8(&mut self, name: &[u8]) {
         self.sep();
         write_string(name, &mut self.sink);
         self.sink.write_byte(b':');
@@ -72,6 +78,12 @@ impl<S: Sink> Emitter<S> {
 
     #[inline]
     pub fn string(&mut self, value: &str) {
+        self.string_utf8(value.as_bytes());
+    }
+
+    /// [`Emitter::string`] for a value given as bytes the caller vouches are UTF-8.
+    #[inline]
+    pub fn string_utf8(&mut self, value: &[u8]) {
         self.sep();
         write_string(value, &mut self.sink);
         self.comma = true;
@@ -89,14 +101,14 @@ impl<S: Sink> Emitter<S> {
     #[inline]
     pub fn bool(&mut self, value: bool) {
         self.sep();
-        self.sink.write_str(if value { "true" } else { "false" });
+        self.sink.write(if value { b"true" } else { b"false" });
         self.comma = true;
     }
 
     #[inline]
     pub fn null(&mut self) {
         self.sep();
-        self.sink.write_str("null");
+        self.sink.write(b"null");
         self.comma = true;
     }
 }

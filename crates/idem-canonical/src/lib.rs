@@ -35,7 +35,13 @@ pub use value::write_value_canonical;
 
 /// The canonical form of a JSON text.
 pub fn canonicalize_json_text(text: &str) -> Result<String> {
-    Document::parse(text)?.write_canonical(String::with_capacity(text.len()))
+    into_string(Document::parse(text)?.write_canonical(Vec::with_capacity(text.len()))?)
+}
+
+/// Canonical text written from `&str` pieces is UTF-8; checked once rather than trusted.
+fn into_string(bytes: Vec<u8>) -> Result<String> {
+    String::from_utf8(bytes)
+        .map_err(|_| Error::new(ErrorKind::Untranslatable, "canonical text is not UTF-8"))
 }
 
 /// SHA-256 of the canonical form of a JSON text (the text itself is never materialized).
@@ -52,7 +58,7 @@ pub fn hash_json_text_hex(text: &str) -> Result<String> {
 
 /// The canonical form of a `serde_json::Value`.
 pub fn canonicalize_value(value: &serde_json::Value) -> Result<String> {
-    write_value_canonical(value, String::new())
+    into_string(write_value_canonical(value, Vec::new())?)
 }
 
 /// SHA-256 of the canonical form of a `serde_json::Value`.

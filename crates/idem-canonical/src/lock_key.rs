@@ -8,19 +8,22 @@ use xxhash_rust::xxh3::xxh3_64;
 
 use crate::error::{Error, ErrorKind, Result};
 
-/// The bytes the lock key hashes (exposed for documentation and tests).
-pub fn lock_key_bytes(scope: &str, key: &str) -> Result<Vec<u8>> {
+/// The bytes the lock key hashes (exposed for documentation and tests). `scope` and `key`
+/// are UTF-8 (`&str`, or bytes the caller vouches for).
+pub fn lock_key_bytes(scope: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<Vec<u8>> {
+    let (scope, key) = (scope.as_ref(), key.as_ref());
     let len = u32::try_from(scope.len())
         .map_err(|_| Error::new(ErrorKind::TooLarge, "lock scope longer than 4 GiB"))?;
     let mut bytes = Vec::with_capacity(4 + scope.len() + key.len());
     bytes.extend_from_slice(&len.to_le_bytes());
-    bytes.extend_from_slice(scope.as_bytes());
-    bytes.extend_from_slice(key.as_bytes());
+    bytes.extend_from_slice(scope);
+    bytes.extend_from_slice(key);
     Ok(bytes)
 }
 
 /// The advisory-lock key of `(scope, key)`; use `""` as the scope for the one-argument form.
-pub fn lock_key(scope: &str, key: &str) -> Result<i64> {
+pub fn lock_key(scope: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<i64> {
+    let (scope, key) = (scope.as_ref(), key.as_ref());
     // Small inputs (the usual case) are laid out on the stack.
     const STACK: usize = 256;
     let total = 4 + scope.len() + key.len();
@@ -28,8 +31,8 @@ pub fn lock_key(scope: &str, key: &str) -> Result<i64> {
         let mut buf = [0u8; STACK];
         // `total <= STACK` bounds scope.len(), so the cast cannot truncate.
         buf[..4].copy_from_slice(&(scope.len() as u32).to_le_bytes());
-        buf[4..4 + scope.len()].copy_from_slice(scope.as_bytes());
-        buf[4 + scope.len()..total].copy_from_slice(key.as_bytes());
+        buf[4..4 + scope.len()].copy_from_slice(scope);
+        buf[4 + scope.len()..total].copy_from_slice(key);
         return Ok(xxh3_64(&buf[..total]) as i64);
     }
     Ok(xxh3_64(&lock_key_bytes(scope, key)?) as i64)

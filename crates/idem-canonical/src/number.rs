@@ -57,16 +57,23 @@ pub fn write_number<S: Sink + ?Sized>(value: f64, sink: &mut S) -> Result<()> {
         sink.write_byte(b'0');
         return Ok(());
     }
+    // Integers below 2^53 in magnitude: their only round-tripping digits are their own, so
+    // ECMAScript prints them exactly as an integer formatter does.
+    if value.fract() == 0.0 && value.abs() < 9_007_199_254_740_992.0 {
+        let mut buf = itoa::Buffer::new();
+        sink.write(buf.format(value as i64).as_bytes());
+        return Ok(());
+    }
     let mut buf = ryu_js::Buffer::new();
-    sink.write_str(buf.format_finite(value));
+    sink.write(buf.format_finite(value).as_bytes());
     Ok(())
 }
 
 /// [`write_number`] into a new string.
 pub fn format_number(value: f64) -> Result<String> {
-    let mut s = String::new();
+    let mut s = Vec::new();
     write_number(value, &mut s)?;
-    Ok(s)
+    String::from_utf8(s).map_err(|_| Error::syntax(0, "number formatting produced non-UTF-8"))
 }
 
 #[cfg(test)]
@@ -137,8 +144,8 @@ mod tests {
                 "{bad}"
             );
         }
-        assert!(write_number(f64::NAN, &mut String::new()).is_err());
-        assert!(write_number(f64::INFINITY, &mut String::new()).is_err());
+        assert!(write_number(f64::NAN, &mut Vec::new()).is_err());
+        assert!(write_number(f64::INFINITY, &mut Vec::new()).is_err());
     }
 
     #[test]

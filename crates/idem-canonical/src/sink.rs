@@ -1,39 +1,21 @@
-//! Where canonical text goes: a string, a byte vector, or straight into a SHA-256 state.
+//! Where canonical text goes: a byte vector, or straight into a SHA-256 state.
 
 use sha2::{Digest, Sha256};
 
-/// A destination for canonical JSON text. Every piece written is valid UTF-8 on its own
-/// (the serializer only ever splits text at ASCII characters).
+/// A destination for canonical JSON text (UTF-8 bytes, written in small pieces).
 pub trait Sink {
-    fn write_str(&mut self, s: &str);
+    fn write(&mut self, bytes: &[u8]);
 
     #[inline]
     fn write_byte(&mut self, b: u8) {
-        debug_assert!(b.is_ascii());
-        let buf = [b];
-        // An ASCII byte is a one-byte UTF-8 string.
-        if let Ok(s) = core::str::from_utf8(&buf) {
-            self.write_str(s);
-        }
-    }
-}
-
-impl Sink for String {
-    #[inline]
-    fn write_str(&mut self, s: &str) {
-        self.push_str(s);
-    }
-
-    #[inline]
-    fn write_byte(&mut self, b: u8) {
-        self.push(char::from(b));
+        self.write(&[b]);
     }
 }
 
 impl Sink for Vec<u8> {
     #[inline]
-    fn write_str(&mut self, s: &str) {
-        self.extend_from_slice(s.as_bytes());
+    fn write(&mut self, bytes: &[u8]) {
+        self.extend_from_slice(bytes);
     }
 
     #[inline]
@@ -44,8 +26,8 @@ impl Sink for Vec<u8> {
 
 impl<S: Sink + ?Sized> Sink for &mut S {
     #[inline]
-    fn write_str(&mut self, s: &str) {
-        (**self).write_str(s);
+    fn write(&mut self, bytes: &[u8]) {
+        (**self).write(bytes);
     }
 
     #[inline]
@@ -56,8 +38,8 @@ impl<S: Sink + ?Sized> Sink for &mut S {
 
 impl Sink for Sha256 {
     #[inline]
-    fn write_str(&mut self, s: &str) {
-        self.update(s.as_bytes());
+    fn write(&mut self, bytes: &[u8]) {
+        self.update(bytes);
     }
 }
 
@@ -92,12 +74,15 @@ impl HashSink {
         self.hasher.update(&self.buf[..self.len]);
         self.hasher.finalize().into()
     }
+}
 
+impl Sink for HashSink {
     #[inline]
-    fn write_bytes(&mut self, bytes: &[u8]) {
-        if self.len + bytes.len() <= HASH_BUF {
-            self.buf[self.len..self.len + bytes.len()].copy_from_slice(bytes);
-            self.len += bytes.len();
+    fn write(&mut self, bytes: &[u8]) {
+        let end = self.len + bytes.len();
+        if end <= HASH_BUF {
+            self.buf[self.len..end].copy_from_slice(bytes);
+            self.len = end;
         } else {
             self.hasher.update(&self.buf[..self.len]);
             self.len = 0;
@@ -109,13 +94,6 @@ impl HashSink {
             }
         }
     }
-}
-
-impl Sink for HashSink {
-    #[inline]
-    fn write_str(&mut self, s: &str) {
-        self.write_bytes(s.as_bytes());
-    }
 
     #[inline]
     fn write_byte(&mut self, b: u8) {
@@ -123,7 +101,7 @@ impl Sink for HashSink {
             self.buf[self.len] = b;
             self.len += 1;
         } else {
-            self.write_bytes(&[b]);
+            self.write(&[b]);
         }
     }
 }

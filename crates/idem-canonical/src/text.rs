@@ -82,12 +82,12 @@ impl<'a> Document<'a> {
         enum Frame {
             /// Next element index, index past the array.
             Array { next: usize, end: usize },
-            /// Members are `order[from..to]` (indices of name nodes), next is `order[at]`.
+            /// Members are `order[from..to]` (name, index of its node); next is `order[at]`.
             Object { from: usize, at: usize, to: usize },
         }
         let mut out = Emitter::new(sink);
         let mut stack: Vec<Frame> = Vec::new();
-        let mut order: Vec<u32> = Vec::new();
+        let mut order: Vec<(&[u8], usize)> = Vec::new();
         let mut pending = Some(0usize);
         loop {
             if let Some(index) = pending.take() {
@@ -109,21 +109,13 @@ impl<'a> Document<'a> {
                         let from = order.len();
                         let mut member = index + 1;
                         for _ in 0..len {
-                            order.push(member as u32);
+                            order.push((self.name_of(member).as_bytes(), member));
                             member = self.end_of(member + 1);
                         }
                         let members = &mut order[from..];
-                        members.sort_unstable_by(|&a, &b| {
-                            cmp_utf16(
-                                self.name_of(a as usize).as_bytes(),
-                                self.name_of(b as usize).as_bytes(),
-                            )
-                        });
-                        if let Some(pair) = members
-                            .windows(2)
-                            .find(|w| self.name_of(w[0] as usize) == self.name_of(w[1] as usize))
-                        {
-                            return Err(Error::duplicate_key(self.name_of(pair[0] as usize)));
+                        members.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
+                        if let Some(pair) = members.windows(2).find(|w| w[0].0 == w[1].0) {
+                            return Err(Error::duplicate_key(self.name_of(pair[0].1)));
                         }
                         stack.push(Frame::Object {
                             from,
@@ -146,10 +138,10 @@ impl<'a> Document<'a> {
                 }
                 Frame::Object { from, at, to } => {
                     if *at < *to {
-                        let name = order[*at] as usize;
+                        let (name, index) = order[*at];
                         *at += 1;
-                        out.key(self.name_of(name));
-                        pending = Some(name + 1);
+                        out.key_utf8(name);
+                        pending = Some(index + 1);
                     } else {
                         out.end_object();
                         order.truncate(*from);
