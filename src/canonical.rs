@@ -385,6 +385,11 @@ fn numeric_to_f64(num: &[u8], scratch: &mut String) -> errors::Result<f64> {
         if d > 9999 {
             return Err(corrupt("numeric digit out of range"));
         }
+        if i == 0 {
+            // No leading zeros: the text also serves error messages.
+            scratch.push_str(&d.to_string());
+            continue;
+        }
         let bytes = [
             b'0' + (d / 1000) as u8,
             b'0' + (d / 100 % 10) as u8,
@@ -992,15 +997,31 @@ mod tests {
 
     #[pg_test]
     fn lone_surrogates() {
-        // Postgres' json input refuses lone surrogates itself; either way the backend lives.
-        let got = outcome(r#"SELECT idem_hash('"\ud800"'::json)"#);
+        // json keeps the text, so the escape reaches us: UTF-8 cannot carry it (22P05).
+        let got = outcome(r#"SELECT idem_hash('["\udc00", 1]'::json)"#);
+        assert!(got.starts_with("22P05: "), "{got}");
+        let got = outcome(r#"SELECT idem_canonical('"\ud800"'::json)"#);
+        assert!(got.starts_with("22P05: "), "{got}");
+        // jsonb input refuses it itself.
+        let got = outcome(r#"SELECT idem_hash('"\ud800"'::jsonb)"#);
+        assert!(got.starts_with("22P02: "), "{got}");
+        // \u0000 is valid JSON text and canonicalizes to itself.
+        assert_eq!(
+            text(r#"SELECT idem_canonical('"a\u0000b"'::json)"#),
+            r#""a\u0000b""#
+        );
+    }
+
+    #[pg_test]
+    fn out_of_range_messages_show_the_number() {
+        let got = outcome("SELECT idem_hash('[-1e400]'::jsonb)");
         assert!(
-            got.starts_with("22P02: ") || got.starts_with("22P05: "),
+            got.starts_with("22003: JSON number -1e400 is out of range"),
             "{got}"
         );
-        let got = outcome(r#"SELECT idem_hash('"\ud800"'::jsonb)"#);
+        let got = outcome("SELECT idem_hash('[1.5e309]'::json)");
         assert!(
-            got.starts_with("22P02: ") || got.starts_with("22P05: "),
+            got.starts_with("22003: JSON number 1.5e309 is out of range"),
             "{got}"
         );
     }
