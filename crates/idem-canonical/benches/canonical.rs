@@ -28,7 +28,7 @@ pub fn order(i: u64) -> String {
         (i * 7) % 60,
         100_000 + i,
         i,
-        i % 2 == 0,
+        i.is_multiple_of(2),
         items.join(","),
         i % 200,
         i % 100,
