@@ -486,16 +486,16 @@ fn judge(row: &Row, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
     })
 }
 
-fn try_lock_key(args: &ClaimArgs<'_>) -> bool {
-    let key = crate::lock_key::lock_key_bytes(args.scope, args.key);
+fn try_lock_key(args: &ClaimArgs<'_>) -> Result<bool> {
+    let key = crate::lock_key::lock_key_for(args.scope, args.key)?;
     // SAFETY: calls the built-in pg_try_advisory_xact_lock(bigint).
-    unsafe {
+    let locked = unsafe {
         pgrx::direct_function_call::<bool>(
             pg_sys::pg_try_advisory_xact_lock_int8,
             &[key.into_datum()],
         )
-        .unwrap_or(false)
-    }
+    };
+    Ok(locked == Some(true))
 }
 
 /// The claim's decisions from a first read of the record (`row`) on, writing through SPI.
@@ -503,7 +503,7 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
     for _ in 0..3 {
         let Some(seen) = row else {
-            if !try_lock_key(args) {
+            if !try_lock_key(args)? {
                 return Ok(Claimed::unseen_active());
             }
             let inserted = INSERT.run(conn, &args.statement_args())?;

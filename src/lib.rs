@@ -6,6 +6,7 @@
 use pgrx::prelude::*;
 
 mod args;
+pub mod canonical;
 pub mod claim;
 pub mod compat;
 pub mod errors;
