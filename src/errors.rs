@@ -46,6 +46,9 @@ pub const DUPLICATE_JSON_KEY: SqlState = SqlState(*b"22030");
 pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState(*b"22P02");
 pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
 pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
+pub const PROGRAM_LIMIT_EXCEEDED: SqlState = SqlState(*b"54000");
+/// A jsonb datum whose structure does not add up.
+pub const DATA_CORRUPTED: SqlState = SqlState(*b"XX001");
 pub const OBJECT_NOT_IN_PREREQUISITE_STATE: SqlState = SqlState(*b"55000");
 pub const UNDEFINED_FUNCTION: SqlState = SqlState(*b"42883");
 pub const INSUFFICIENT_PRIVILEGE: SqlState = SqlState(*b"42501");

@@ -9,8 +9,10 @@ mod args;
 pub mod canonical;
 pub mod claim;
 pub mod compat;
+mod datum;
 pub mod errors;
 mod input;
+mod jsonb;
 pub mod lock_key;
 mod lookup;
 mod metrics;
@@ -35,6 +37,8 @@ mod tests {
         -- that custom codes reach the test unchanged.
         CREATE FUNCTION tests.sqlstate_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
         BEGIN EXECUTE sql; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END $$;
+        CREATE FUNCTION tests.outcome_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
+        BEGIN EXECUTE sql; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE || ': ' || SQLERRM; END $$;
         CREATE FUNCTION tests.error_detail_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
         DECLARE d text; BEGIN EXECUTE sql; RETURN NULL;
         EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL; RETURN d; END $$;
@@ -53,7 +57,9 @@ mod tests {
         );
     }
 
+    include!("pg_tests/helpers.rs");
     include!("pg_tests/claim.rs");
+    include!("pg_tests/canonical.rs");
 }
 
 /// Required by `cargo pgrx test`.

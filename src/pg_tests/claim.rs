@@ -1,20 +1,6 @@
 // In-backend tests of the claim protocol (included into `mod tests` in lib.rs).
 // Each #[pg_test] runs in one transaction, so time is moved by editing the row's timestamps.
 
-fn one<T: pgrx::IntoDatum + pgrx::FromDatum>(sql: &str) -> Option<T> {
-    Spi::get_one::<T>(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-fn run(sql: &str) {
-    Spi::run(sql).unwrap_or_else(|e| panic!("{sql}: {e}"))
-}
-
-/// The SQLSTATE `sql` fails with, or "ok".
-fn sqlstate(sql: &str) -> String {
-    let quoted = pgrx::spi::quote_literal(sql);
-    one::<String>(&format!("SELECT tests.sqlstate_of({quoted})")).unwrap_or_default()
-}
-
 /// (outcome, attempt) of a claim.
 fn claim(scope: &str, key: &str, hash: &str) -> (String, Option<i32>) {
     let row = Spi::get_two_with_args::<String, i32>(

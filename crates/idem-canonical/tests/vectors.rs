@@ -1,4 +1,4 @@
-//! RFC 8785 reference vectors (../shared/jcs-vectors beside the repository root; see its
+//! RFC 8785 reference vectors (tests/vectors/jcs in the repository; see its
 //! SOURCE.md): input -> output byte for byte, and the hash = SHA-256 of the expected bytes.
 
 use std::path::PathBuf;
@@ -6,7 +6,7 @@ use std::path::PathBuf;
 use sha2::{Digest, Sha256};
 
 fn vectors_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../../shared/jcs-vectors")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/vectors/jcs")
 }
 
 #[test]
