@@ -7,7 +7,7 @@
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
-use std::process::{Command, Stdio};
+use std::process::Command;
 use std::sync::OnceLock;
 use std::time::{Duration, Instant};
 
@@ -163,20 +163,19 @@ fn start() -> Cluster {
             .arg("start"),
         "pg_ctl start",
     );
-    // Stop the server and remove its files once this test process is gone.
+    // Stop the server and remove its files once this test process is gone; the loop runs in
+    // the background of a shell that exits at once.
     let watchdog = format!(
-        "while [ -d /proc/{pid} ]; do sleep 1; done; '{pg_ctl}' -D '{dir}' -m immediate stop >/dev/null 2>&1; rm -rf '{dir}'",
+        "(while [ -d /proc/{pid} ]; do sleep 1; done; '{pg_ctl}' -D '{dir}' -m immediate stop; \
+         rm -rf '{dir}') >/dev/null 2>&1 </dev/null &",
         pid = std::process::id(),
         pg_ctl = bindir.join("pg_ctl").display(),
         dir = datadir.display()
     );
-    as_server_user(Path::new("/bin/sh"))
-        .args(["-c", &watchdog])
-        .stdin(Stdio::null())
-        .stdout(Stdio::null())
-        .stderr(Stdio::null())
-        .spawn()
-        .expect("watchdog");
+    run(
+        as_server_user(Path::new("/bin/sh")).args(["-c", &watchdog]),
+        "start the watchdog",
+    );
     let cluster = Cluster {
         port,
         datadir,
