@@ -139,7 +139,8 @@ pub fn raise(err: IdemError) -> ! {
     drop(err);
     // SAFETY: Postgres' own ereport sequence; every pointer is palloc'd or static.
     unsafe {
-        if errstart(pgrx::PgLogLevel::ERROR as c_int, core::ptr::null()) {
+        // ERROR's value differs across majors (20 on 13, 21 on 14+): take it from this build's headers.
+        if errstart(pg_sys::PGERROR as c_int, core::ptr::null()) {
             errcode(code);
             errmsg(c"%s".as_ptr(), message);
             if !detail.is_null() {
