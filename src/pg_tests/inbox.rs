@@ -234,3 +234,54 @@ fn consumer_calls_are_immune_to_search_path_tricks() {
         Some(2)
     );
 }
+
+#[pg_test]
+fn consumer_functions_work_with_the_documented_grants() {
+    // The GRANTs of docs/consumers.md, for an application role and a publisher role.
+    run("CREATE ROLE grants_app");
+    run("CREATE ROLE grants_publisher");
+    run("GRANT USAGE ON SCHEMA idempotency, tests TO grants_app, grants_publisher");
+    run("GRANT SELECT, INSERT, UPDATE ON idempotency.requests, idempotency.inbox, idempotency.versions TO grants_app");
+    run("GRANT SELECT, INSERT ON idempotency.outbox TO grants_app");
+    run("GRANT SELECT, UPDATE ON idempotency.outbox TO grants_publisher");
+    run("CREATE FUNCTION grants_fn(jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT $1'");
+    let as_role = |role: &str, sql: &str| -> String {
+        run(&format!("SET LOCAL ROLE {role}"));
+        let code = sqlstate(sql);
+        run("RESET ROLE");
+        code
+    };
+    for sql in [
+        "SELECT idem_inbox_accept('grants', 'm', 'h')",
+        "SELECT idem_inbox_accept('grants', 'm', 'h')",
+        "SELECT idem_advance('grants', 'e', 1)",
+        "SELECT idem_advance('grants', 'e', 1)",
+        "SELECT idem_outbox_put('grants', '1', 'k')",
+        "SELECT idem_outbox_put('grants', '1', 'k')",
+        "SELECT * FROM idem_call('grants', 'k', '{}', 'grants_fn(jsonb)')",
+        "SELECT * FROM idem_call('grants', 'k', '{}', 'grants_fn(jsonb)')",
+    ] {
+        assert_eq!(as_role("grants_app", sql), "ok", "{sql}");
+    }
+    run("UPDATE idempotency.inbox SET processed_at = now() - interval '9 days', expires_at = now() - interval '1 day' WHERE consumer = 'grants'");
+    assert_eq!(as_role("grants_app", "SELECT idem_inbox_accept('grants', 'm', 'h')"), "ok", "renew");
+    assert_eq!(as_role("grants_app", "SELECT * FROM idem_outbox_take()"), "42501");
+    let id = one::<i64>("SELECT id FROM idempotency.outbox WHERE topic = 'grants'").unwrap_or_default();
+    for sql in [
+        "SELECT * FROM idem_outbox_take(10, '1 minute', 'grants')".to_string(),
+        format!("SELECT idem_outbox_nack({id}, 'x', '0 seconds')"),
+        format!("SELECT idem_outbox_ack(ARRAY[{id}])"),
+    ] {
+        assert_eq!(as_role("grants_publisher", &sql), "ok", "{sql}");
+    }
+    assert_eq!(as_role("grants_publisher", "SELECT idem_outbox_purge()"), "42501");
+    assert_eq!(as_role("grants_app", "SELECT idem_inbox_purge()"), "42501");
+    assert_eq!(
+        sqlstate("SELECT idem_inbox_accept('grants_public', 'm', 'h')"),
+        "ok",
+        "the superuser"
+    );
+    run("CREATE ROLE grants_nobody");
+    run("GRANT USAGE ON SCHEMA tests TO grants_nobody");
+    assert_eq!(as_role("grants_nobody", "SELECT idem_inbox_accept('grants', 'm', 'h')"), "42501");
+}
