@@ -103,7 +103,7 @@ fn parallel_publishers_never_take_one_row_twice() {
     let mut setup = cluster().session();
     setup
         .execute(
-            "SELECT idem_outbox_put('it_take_parallel', to_jsonb(i)) FROM generate_series(1, $1) i",
+            "SELECT idem_outbox_put('it_take_parallel', to_jsonb(i)) FROM generate_series(1, $1::int8) i",
             &[&MESSAGES],
         )
         .expect("put");
