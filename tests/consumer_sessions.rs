@@ -323,10 +323,16 @@ fn idem_call_in_flight_elsewhere_is_p4029_at_once() {
     assert_eq!(calls(&mut b, "it_call_slow"), 1);
 }
 
-/// The `sql` block after `marker` in docs/consumers.md.
+/// The `sql` block after `marker` in README.md, or else in docs/consumers.md (whichever has
+/// the marker: the consumers doc may be folded into the README).
 fn doc_block(marker: &str) -> String {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/consumers.md");
-    let doc = std::fs::read_to_string(path).expect("docs/consumers.md");
+    let doc = ["README.md", "docs/consumers.md"]
+        .iter()
+        .filter_map(|file| {
+            std::fs::read_to_string(format!("{}/{file}", env!("CARGO_MANIFEST_DIR"))).ok()
+        })
+        .find(|text| text.contains(marker))
+        .expect("a doc with the example marker");
     let after = doc.split_once(marker).expect("example marker").1;
     let start = after.split_once("```sql\n").expect("sql block").1;
     start
