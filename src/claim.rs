@@ -191,7 +191,7 @@ macro_rules! current_attempt {
     };
 }
 
-static COMPLETE: Statement = Statement {
+pub(crate) static COMPLETE: Statement = Statement {
     sql: concat!(
         "UPDATE idempotency.requests SET status = 'succeeded', response = $3, locked_until = NULL, \
          failure_code = NULL, failure_message = NULL, updated_at = pg_catalog.now(), \
@@ -221,7 +221,7 @@ macro_rules! fail_statement {
     };
 }
 static FAIL_RETRYABLE: Statement = fail_statement!("failed_retryable");
-static FAIL_FINAL: Statement = fail_statement!("failed_final");
+pub(crate) static FAIL_FINAL: Statement = fail_statement!("failed_final");
 
 static CHECKPOINT: Statement = Statement {
     sql: concat!(
@@ -265,15 +265,15 @@ static FORGET: Statement = Statement {
 // ---------------------------------------------------------------------------------------------
 // Datum plumbing.
 
-fn text_arg(bytes: &[u8]) -> Arg {
+pub(crate) fn text_arg(bytes: &[u8]) -> Arg {
     Some(text_datum(bytes))
 }
 
-fn opt_text_arg(bytes: Option<&[u8]>) -> Arg {
+pub(crate) fn opt_text_arg(bytes: Option<&[u8]>) -> Arg {
     bytes.map(text_datum)
 }
 
-fn int4_arg(value: Option<i32>) -> Arg {
+pub(crate) fn int4_arg(value: Option<i32>) -> Arg {
     value.map(Datum::from)
 }
 
@@ -288,7 +288,7 @@ fn text_datum(bytes: &[u8]) -> Datum {
 }
 
 /// Bytes of a text datum (detoasted if needed).
-unsafe fn datum_bytes<'a>(datum: Datum) -> &'a [u8] {
+pub(crate) unsafe fn datum_bytes<'a>(datum: Datum) -> &'a [u8] {
     unsafe { <&[u8]>::from_datum(datum, false).unwrap_or_default() }
 }
 
@@ -349,13 +349,14 @@ impl Row {
 // ---------------------------------------------------------------------------------------------
 // idem_claim
 
-struct ClaimArgs<'a> {
-    scope: &'a [u8],
-    key: &'a [u8],
-    hash: &'a [u8],
-    lease: Datum,
-    retention: Datum,
-    claimed_by: Option<&'a [u8]>,
+pub(crate) struct ClaimArgs<'a> {
+    pub(crate) scope: &'a [u8],
+    pub(crate) key: &'a [u8],
+    pub(crate) hash: &'a [u8],
+    /// Checked intervals (see `input::positive_interval`), as datums.
+    pub(crate) lease: Datum,
+    pub(crate) retention: Datum,
+    pub(crate) claimed_by: Option<&'a [u8]>,
 }
 
 impl<'a> ClaimArgs<'a> {
@@ -396,13 +397,13 @@ impl<'a> ClaimArgs<'a> {
 
 /// The row `idem_claim` returns, with pass-by-reference values still in SPI memory.
 #[derive(Default)]
-struct Claimed {
-    outcome: Option<Outcome>,
-    attempt: Option<i32>,
-    response: Option<Datum>,
+pub(crate) struct Claimed {
+    pub(crate) outcome: Option<Outcome>,
+    pub(crate) attempt: Option<i32>,
+    pub(crate) response: Option<Datum>,
     recovery_point: Option<Datum>,
-    failure_code: Option<Datum>,
-    failure_message: Option<Datum>,
+    pub(crate) failure_code: Option<Datum>,
+    pub(crate) failure_message: Option<Datum>,
     locked_until: Option<i64>,
     expires_at: Option<i64>,
 }
@@ -498,6 +499,14 @@ fn try_lock_key(args: &ClaimArgs<'_>) -> Result<bool> {
     Ok(locked == Some(true))
 }
 
+/// Claim `args` on `conn`, reading the record through SQL (used by `idem_call`).
+pub(crate) fn claim_on(conn: &Conn, args: &ClaimArgs<'_>) -> Result<Claimed> {
+    // SAFETY: reads the transaction's start time.
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let first = Row::read(LOOKUP.run(conn, &args.key_args())?)?;
+    claim_in(conn, args, first, now)
+}
+
 /// The claim's decisions from a first read of the record (`row`) on, writing through SPI.
 fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -> Result<Claimed> {
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
@@ -542,14 +551,22 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
 }
 
 /// Per call site: the blessed result descriptor and the `idem_outcome` label OIDs.
-struct CallSite {
-    tupdesc: pg_sys::TupleDesc,
-    outcomes: [Oid; 6],
+pub(crate) struct CallSite {
+    pub(crate) tupdesc: pg_sys::TupleDesc,
+    pub(crate) outcomes: [Oid; 6],
+}
+
+impl CallSite {
+    /// The `idem_outcome` label OID of `outcome`, as a datum.
+    pub(crate) fn outcome_datum(&self, outcome: Outcome) -> Datum {
+        let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
+        Datum::from(self.outcomes[index])
+    }
 }
 
 /// # Safety
 /// `fcinfo` is a call of a function returning a row whose first column is `idem_outcome`.
-unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'static CallSite> {
+pub(crate) unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'static CallSite> {
     unsafe {
         let flinfo = (*fcinfo).flinfo;
         if !(*flinfo).fn_extra.is_null() {
@@ -563,7 +580,7 @@ unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'static CallSit
                 if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE || tupdesc.is_null() {
                     return Err(IdemError::new(
                         errors::INTERNAL_ERROR,
-                        "idem_claim must return a row",
+                        "the function must return a row",
                     ));
                 }
                 let tupdesc = pg_sys::BlessTupleDesc(tupdesc);
@@ -571,7 +588,7 @@ unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'static CallSit
                     .get(0)
                     .map(|attr| attr.atttypid)
                     .ok_or_else(|| {
-                        IdemError::new(errors::INTERNAL_ERROR, "idem_claim result has no columns")
+                        IdemError::new(errors::INTERNAL_ERROR, "the result row has no columns")
                     })?;
                 let mut outcomes = [pg_sys::InvalidOid; 6];
                 for (slot, outcome) in outcomes.iter_mut().zip(Outcome::ALL) {

@@ -1,25 +1,37 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 //!
 //! - `claim`: the claim / complete / fail / checkpoint protocol (the request path);
+//! - `call`: `idem_call`, the claim protocol around one function call;
+//! - `inbox`, `versions`, `outbox`: consumer-side deduplication, ordered updates, the outbox;
 //! - `schema`: the extension's tables and types; `errors`: the SQLSTATEs it raises.
 
 use pgrx::prelude::*;
 
 mod args;
+pub mod call;
 pub mod canonical;
 pub mod claim;
 pub mod compat;
 mod datum;
 pub mod errors;
+pub mod inbox;
 mod input;
 mod jsonb;
 pub mod lock_key;
 mod lookup;
 mod metrics;
+pub mod outbox;
 mod plans;
 mod schema;
+pub mod versions;
 
 ::pgrx::pg_module_magic!(name, version);
+
+// TODO(lead): reconcile with the worker branch's _PG_init (it must call register_gucs too).
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    outbox::register_gucs();
+}
 
 #[pg_extern(immutable, parallel_safe)]
 fn idem_version() -> &'static str {
@@ -60,6 +72,9 @@ mod tests {
     include!("pg_tests/helpers.rs");
     include!("pg_tests/claim.rs");
     include!("pg_tests/canonical.rs");
+    include!("pg_tests/inbox.rs");
+    include!("pg_tests/outbox.rs");
+    include!("pg_tests/call.rs");
 }
 
 /// Required by `cargo pgrx test`.
