@@ -1,20 +1,38 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 //!
 //! - `claim`: the claim / complete / fail / checkpoint protocol (the request path);
-//! - `schema`: the extension's tables and types; `errors`: the SQLSTATEs it raises.
+//! - `schema`: the extension's tables and types; `errors`: the SQLSTATEs it raises;
+//! - `maintenance`, `worker`, `metrics`, `settings`: upkeep (reclaim / purge), the background
+//!   worker that runs it, counters in shared memory, and the `idempotency.*` settings.
 
 use pgrx::prelude::*;
 
 mod args;
 pub mod claim;
+mod compat;
 pub mod errors;
 mod input;
 pub mod lock_key;
+mod maintenance;
 mod metrics;
 mod plans;
 mod schema;
+mod settings;
+mod worker;
 
 ::pgrx::pg_module_magic!(name, version);
+
+/// Settings always; shared memory and the background worker only while preloading
+/// (`shared_preload_libraries`), the one time they can be set up.
+#[pg_guard]
+pub extern "C-unwind" fn _PG_init() {
+    settings::init();
+    // SAFETY: a flag Postgres sets while it loads shared_preload_libraries.
+    if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
+        metrics::init_shared_memory();
+        worker::register_launcher();
+    }
+}
 
 #[pg_extern(immutable, parallel_safe)]
 fn idem_version() -> &'static str {
@@ -51,6 +69,7 @@ mod tests {
     }
 
     include!("pg_tests/claim.rs");
+    include!("pg_tests/maintenance.rs");
 }
 
 /// Required by `cargo pgrx test`.
