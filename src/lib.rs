@@ -27,6 +27,8 @@ mod worker;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::init();
+    // Last: reserving the prefix drops any idempotency.* value not defined by then.
+    compat::reserve_guc_prefix(c"idempotency");
     // SAFETY: a flag Postgres sets while it loads shared_preload_libraries.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
         metrics::init_shared_memory();

@@ -65,7 +65,6 @@ pub fn init() {
         GucContext::Sighup,
         GucFlags::default(),
     );
-    crate::compat::reserve_guc_prefix(c"idempotency");
 }
 
 /// The names in `idempotency.databases` (trimmed, empty entries dropped); empty means all.
