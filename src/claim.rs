@@ -463,6 +463,7 @@ fn judge(row: &Row, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
         return Ok(Verdict::Reset);
     }
     if !row.hash_matches(args.hash) {
+        crate::metrics::count_hash_mismatch();
         // SAFETY: request_hash is a text datum.
         let stored = input::lossy(unsafe { datum_bytes(row.request_hash) }).into_owned();
         return Err(IdemError::new(

@@ -138,11 +138,15 @@ pub extern "C-unwind" fn idem_inbox_accept(fcinfo: pg_sys::FunctionCallInfo) -> 
     Datum::from(accept(fcinfo).or_raise())
 }
 
+/// Delete at most `batch` inbox rows past their retention.
+pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
+    Ok(PURGE.run(conn, &[Some(Datum::from(batch))])?.len() as i64)
+}
+
 fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_inbox_purge(int4).
     let batch = input::batch("batch", unsafe { args::int4(fcinfo, 0) })?;
-    let conn = Conn::open()?;
-    Ok(PURGE.run(&conn, &[Some(Datum::from(batch))])?.len() as i64)
+    purge_batch(&Conn::open()?, batch)
 }
 
 function_info_v1!(pg_finfo_idem_inbox_purge);

@@ -294,20 +294,20 @@ pub extern "C-unwind" fn idem_outbox_nack(fcinfo: pg_sys::FunctionCallInfo) -> D
     Datum::from(0)
 }
 
-fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
-    // SAFETY: called by Postgres as idem_outbox_purge(int4).
-    let batch = input::batch("batch", unsafe { args::int4(fcinfo, 0) })?;
+/// Delete at most `batch` published messages older than `idempotency.outbox_retention`.
+pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
     // SAFETY: reads the transaction's start time (what now() returns).
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
     let retention = i64::from(OUTBOX_RETENTION.get()) * 1_000_000;
     let cutoff = now.saturating_sub(retention);
-    let conn = Conn::open()?;
-    Ok(PURGE
-        .run(
-            &conn,
-            &[Some(Datum::from(batch)), Some(Datum::from(cutoff))],
-        )?
-        .len() as i64)
+    let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
+    Ok(PURGE.run(conn, &args)?.len() as i64)
+}
+
+fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
+    // SAFETY: called by Postgres as idem_outbox_purge(int4).
+    let batch = input::batch("batch", unsafe { args::int4(fcinfo, 0) })?;
+    purge_batch(&Conn::open()?, batch)
 }
 
 function_info_v1!(pg_finfo_idem_outbox_purge);
