@@ -80,7 +80,7 @@ apt_pkgs=(build-essential libclang-dev clang sudo pkg-config ca-certificates)
 for v in "${wanted[@]}"; do
   case "${SRC[$v]}" in
     debian) apt_pkgs+=("postgresql-$v" "postgresql-server-dev-$v") ;;
-    debian-src) apt_pkgs+=(dpkg-dev bison flex libreadline-dev zlib1g-dev) ;;
+    debian-src) apt_pkgs+=(dpkg-dev bison flex libreadline-dev zlib1g-dev libicu-dev) ;;
     # What the relocatable builds link to (all on Debian 12 already; listed so a slimmer
     # machine gets them): checked with ldd after unpacking.
     pypi)
@@ -174,7 +174,9 @@ install_debian_src() { # MAJOR
     log "pg$m: apt-get source --download-only $spec ($suite, from $mirror; temporary source list in $aptdir)"
     {
       echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main"
-      echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror debian-security) $suite-security main"
+      case "$suite" in sid | unstable | experimental) ;; *)
+        echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror debian-security) $suite-security main" ;;
+      esac
     } >"$aptdir/sources.list"
     local opts=(-o "Dir::Etc::sourcelist=$aptdir/sources.list" -o Dir::Etc::sourceparts=/nonexistent
       -o "Dir::State::Lists=$aptdir/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=
