@@ -19,10 +19,9 @@ impl SqlState {
 
     /// Postgres' `MAKE_SQLSTATE`.
     fn packed(&self) -> c_int {
-        self.0
-            .iter()
-            .enumerate()
-            .fold(0, |acc, (i, ch)| acc | ((((*ch as c_int) - ('0' as c_int)) & 0x3F) << (6 * i)))
+        self.0.iter().enumerate().fold(0, |acc, (i, ch)| {
+            acc | ((((*ch as c_int) - ('0' as c_int)) & 0x3F) << (6 * i))
+        })
     }
 }
 
@@ -47,8 +46,13 @@ pub const DUPLICATE_JSON_KEY: SqlState = SqlState(*b"22030");
 pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState(*b"22P02");
 pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
 pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
+pub const PROGRAM_LIMIT_EXCEEDED: SqlState = SqlState(*b"54000");
+/// A jsonb datum whose structure does not add up.
+pub const DATA_CORRUPTED: SqlState = SqlState(*b"XX001");
 pub const OBJECT_NOT_IN_PREREQUISITE_STATE: SqlState = SqlState(*b"55000");
 pub const UNDEFINED_FUNCTION: SqlState = SqlState(*b"42883");
+pub const INSUFFICIENT_PRIVILEGE: SqlState = SqlState(*b"42501");
+pub const INTERNAL_ERROR: SqlState = SqlState(*b"XX000");
 
 /// An error on its way to the client.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -63,7 +67,12 @@ pub type Result<T> = core::result::Result<T, IdemError>;
 
 impl IdemError {
     pub fn new(code: SqlState, message: impl Into<String>) -> Self {
-        Self { code, message: message.into(), detail: None, hint: None }
+        Self {
+            code,
+            message: message.into(),
+            detail: None,
+            hint: None,
+        }
     }
 
     pub fn detail(mut self, detail: impl Into<String>) -> Self {
@@ -74,6 +83,12 @@ impl IdemError {
     pub fn hint(mut self, hint: impl Into<String>) -> Self {
         self.hint = Some(hint.into());
         self
+    }
+}
+
+impl From<pgrx::spi::SpiError> for IdemError {
+    fn from(err: pgrx::spi::SpiError) -> Self {
+        IdemError::new(INTERNAL_ERROR, format!("idempotency: SPI failed: {err}"))
     }
 }
 
@@ -117,8 +132,14 @@ fn palloc_cstr(text: &str) -> *mut c_char {
 pub fn raise(err: IdemError) -> ! {
     let code = err.code.packed();
     let message = palloc_cstr(&err.message);
-    let detail = err.detail.as_deref().map_or(core::ptr::null_mut(), palloc_cstr);
-    let hint = err.hint.as_deref().map_or(core::ptr::null_mut(), palloc_cstr);
+    let detail = err
+        .detail
+        .as_deref()
+        .map_or(core::ptr::null_mut(), palloc_cstr);
+    let hint = err
+        .hint
+        .as_deref()
+        .map_or(core::ptr::null_mut(), palloc_cstr);
     drop(err);
     // SAFETY: Postgres' own ereport sequence; every pointer is palloc'd or static.
     // pgrx names elog.h's ERROR `PGERROR`; it is 20 on PG13 and 21 from PG14: never hardcode it.
@@ -144,8 +165,9 @@ mod tests {
 
     #[test]
     fn make_sqlstate_matches_postgres() {
-        let expected = (2 & 0x3F) | ((3 & 0x3F) << 6) | ((5 & 0x3F) << 12) | ((0 & 0x3F) << 18) | ((5 & 0x3F) << 24);
-        assert_eq!(SqlState(*b"23505").packed(), expected);
+        // MAKE_SQLSTATE packs each character's (ch - '0') & 0x3F in 6 bits, first char lowest.
+        let unique_violation = 2 | (3 << 6) | (5 << 12) | (5 << 24);
+        assert_eq!(SqlState(*b"23505").packed(), unique_violation);
         let p = ('P' as c_int - '0' as c_int) & 0x3F;
         assert_eq!(SqlState(*b"P4002").packed(), p | (4 << 6) | (2 << 24));
     }

@@ -1,0 +1,63 @@
+//! Arguments of the hand-written (`LANGUAGE c`) functions, read straight from `fcinfo`.
+//!
+//! The hot functions take their arguments as raw datums: text as bytes (no UTF-8 copy),
+//! jsonb and interval without conversion to Rust values.
+
+use pgrx::datum::Interval;
+use pgrx::fcinfo::{pg_get_nullable_datum, pg_getarg};
+use pgrx::pg_sys;
+
+/// The calling convention record Postgres looks up as `pg_finfo_<name>`.
+pub static V1: pg_sys::Pg_finfo_record = pg_sys::Pg_finfo_record { api_version: 1 };
+
+/// Declare `pg_finfo_<name>` for a V1 C function.
+macro_rules! function_info_v1 {
+    ($finfo:ident) => {
+        #[unsafe(no_mangle)]
+        #[doc(hidden)]
+        pub extern "C" fn $finfo() -> &'static ::pgrx::pg_sys::Pg_finfo_record {
+            &$crate::args::V1
+        }
+    };
+}
+pub(crate) use function_info_v1;
+
+/// Argument `n` of a text-like type, as bytes (detoasted, not copied when short).
+///
+/// # Safety
+/// `fcinfo` must be a valid call whose argument `n` is text (or varchar, bytea).
+pub unsafe fn bytes<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'a [u8]> {
+    unsafe { pg_getarg::<&'a [u8]>(fcinfo, n) }
+}
+
+/// Argument `n` as a raw datum, `None` for NULL.
+///
+/// # Safety
+/// `fcinfo` must be a valid call with at least `n + 1` arguments.
+pub unsafe fn datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
+    let arg = unsafe { pg_get_nullable_datum(fcinfo, n) };
+    (!arg.isnull).then_some(arg.value)
+}
+
+/// # Safety
+/// `fcinfo` must be a valid call whose argument `n` is int4.
+pub unsafe fn int4(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<i32> {
+    unsafe { pg_getarg::<i32>(fcinfo, n) }
+}
+
+/// # Safety
+/// `fcinfo` must be a valid call whose argument `n` is bool.
+pub unsafe fn boolean(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<bool> {
+    unsafe { pg_getarg::<bool>(fcinfo, n) }
+}
+
+/// # Safety
+/// `fcinfo` must be a valid call whose argument `n` is interval.
+pub unsafe fn interval(
+    fcinfo: pg_sys::FunctionCallInfo,
+    n: usize,
+) -> Option<(pg_sys::Datum, Interval)> {
+    let raw = unsafe { datum(fcinfo, n) }?;
+    let value = unsafe { pg_getarg::<Interval>(fcinfo, n) }?;
+    Some((raw, value))
+}

@@ -1,0 +1,153 @@
+//! `idem_canonical` and `idem_hash`: RFC 8785 canonical JSON of `json`/`jsonb` values and its
+//! SHA-256.
+//!
+//! The canonicalizer itself is the pure crate `idem-canonical`. This module feeds it:
+//! * `json`: the stored text, parsed by the crate (duplicate names are seen and refused).
+//! * `jsonb`: the binary container is read directly by [`crate::jsonb`] (no jsonb -> text ->
+//!   parse round trip): object members are re-sorted by UTF-16 code units (jsonb keeps them by
+//!   length, then bytes), strings are borrowed from the detoasted datum.
+//!
+//! Rust callers (the claim path) use [`hash_jsonb_datum`] / [`jsonb_hash_hex`].
+
+use idem_canonical::{Document, ErrorKind, HashSink, to_hex};
+use pgrx::datum::Array;
+use pgrx::pg_sys;
+use pgrx::prelude::*;
+
+use crate::datum::{JsonBytes, JsonbBytes, ServerEncoding};
+use crate::errors::{self, IdemError, OrRaise};
+use crate::jsonb::{FieldSet, write_jsonb};
+
+/// The error the extension raises for a canonicalizer error.
+pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
+    let code = match err.kind() {
+        ErrorKind::DuplicateKey => errors::DUPLICATE_JSON_KEY,
+        ErrorKind::NumberOutOfRange => errors::NUMERIC_VALUE_OUT_OF_RANGE,
+        ErrorKind::Syntax => errors::INVALID_TEXT_REPRESENTATION,
+        ErrorKind::Untranslatable => errors::UNTRANSLATABLE_CHARACTER,
+        ErrorKind::TooLarge => errors::PROGRAM_LIMIT_EXCEEDED,
+    };
+    let hint = match err.kind() {
+        ErrorKind::DuplicateKey => Some(
+            "RFC 8785 canonical JSON requires unique member names; cast to jsonb to keep the last one.",
+        ),
+        ErrorKind::NumberOutOfRange => {
+            Some("RFC 8785 numbers are IEEE 754 doubles; send such values as strings.")
+        }
+        _ => None,
+    };
+    let e = IdemError::new(code, err.message().to_owned());
+    match hint {
+        Some(h) => e.hint(h),
+        None => e,
+    }
+}
+
+/// SHA-256 of the canonical form of a `jsonb` datum.
+///
+/// # Safety
+/// `datum` must be a non-null `jsonb` datum valid for the current memory context.
+pub unsafe fn hash_jsonb_datum(datum: pg_sys::Datum) -> errors::Result<[u8; 32]> {
+    // SAFETY: per the caller's contract.
+    let bytes = unsafe { JsonbBytes::from_varlena_datum(datum) };
+    jsonb_hash(bytes.bytes(), None)
+}
+
+/// SHA-256 of the canonical form of a jsonb value given as its container bytes.
+pub fn jsonb_hash(root: &[u8], fields: Option<&FieldSet<'_>>) -> errors::Result<[u8; 32]> {
+    Ok(write_jsonb(root, fields, ServerEncoding::current(), HashSink::new())?.finish())
+}
+
+/// [`jsonb_hash`] as lowercase hex (the `idem_hash` result).
+pub fn jsonb_hash_hex(root: &[u8], fields: Option<&FieldSet<'_>>) -> errors::Result<String> {
+    jsonb_hash(root, fields).map(|d| to_hex(&d))
+}
+
+/// SHA-256 of the canonical form of a `json` value's text (in the server encoding).
+pub fn json_text_hash(text: &[u8]) -> errors::Result<[u8; 32]> {
+    let text = ServerEncoding::current().to_utf8_str(text)?;
+    let doc = Document::parse(&text).map_err(canonical_error)?;
+    let sink = doc
+        .write_canonical(HashSink::new())
+        .map_err(canonical_error)?;
+    Ok(sink.finish())
+}
+
+fn json_text_canonical(text: &[u8]) -> errors::Result<String> {
+    let text = ServerEncoding::current().to_utf8_str(text)?;
+    let doc = Document::parse(&text).map_err(canonical_error)?;
+    let out = doc
+        .write_canonical(Vec::with_capacity(text.len()))
+        .map_err(canonical_error)?;
+    utf8_string(out)
+}
+
+fn jsonb_canonical(root: &[u8]) -> errors::Result<String> {
+    let out = write_jsonb(
+        root,
+        None,
+        ServerEncoding::current(),
+        Vec::with_capacity(root.len()),
+    )?;
+    utf8_string(out)
+}
+
+/// The canonical text as a `String`: one UTF-8 check over the whole output.
+fn utf8_string(bytes: Vec<u8>) -> errors::Result<String> {
+    String::from_utf8(bytes).map_err(|e| {
+        IdemError::new(
+            errors::UNTRANSLATABLE_CHARACTER,
+            format!(
+                "invalid UTF-8 in JSON value (byte {})",
+                e.utf8_error().valid_up_to()
+            ),
+        )
+    })
+}
+
+/// `idem_hash(payload, fields)`: NULL elements are an error (22004), duplicates are harmless.
+fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Result<String> {
+    let mut set = FieldSet::new();
+    for field in fields.iter() {
+        let Some(name) = field else {
+            return Err(IdemError::new(
+                errors::NULL_VALUE_NOT_ALLOWED,
+                "idem_hash(payload, fields): fields must not contain NULL",
+            ));
+        };
+        set.insert(name.as_bytes());
+    }
+    jsonb_hash_hex(root, Some(&set))
+}
+
+/// RFC 8785 canonical text of a `jsonb` value.
+#[pg_extern(immutable, strict, parallel_safe, name = "idem_canonical")]
+fn idem_canonical_jsonb(payload: JsonbBytes<'_>) -> String {
+    jsonb_canonical(payload.bytes()).or_raise()
+}
+
+/// RFC 8785 canonical text of a `json` value (duplicate member names are an error, 22030).
+#[pg_extern(immutable, strict, parallel_safe, name = "idem_canonical")]
+fn idem_canonical_json(payload: JsonBytes<'_>) -> String {
+    json_text_canonical(payload.bytes()).or_raise()
+}
+
+/// Lowercase hex SHA-256 of the canonical text of a `jsonb` value.
+#[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
+fn idem_hash_jsonb(payload: JsonbBytes<'_>) -> String {
+    jsonb_hash_hex(payload.bytes(), None).or_raise()
+}
+
+/// Lowercase hex SHA-256 of the canonical text of a `json` value.
+#[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
+fn idem_hash_json(payload: JsonBytes<'_>) -> String {
+    json_text_hash(payload.bytes())
+        .map(|d| to_hex(&d))
+        .or_raise()
+}
+
+/// The hash of the object made of only the listed top-level members of `payload`.
+#[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
+fn idem_hash_jsonb_fields(payload: JsonbBytes<'_>, fields: Array<'_, &str>) -> String {
+    jsonb_fields_hash_hex(payload.bytes(), &fields).or_raise()
+}

@@ -1,0 +1,176 @@
+//! A thin SPI layer for fixed statements with kept plans.
+//!
+//! Why not pgrx's `SpiClient`: its `update` assigns a transaction id up front, which would
+//! make every replay a writing transaction, and its `select` reuses the caller's snapshot.
+//! Here every statement runs read-write (`read_only = false`): under READ COMMITTED each one
+//! takes a fresh snapshot, and no transaction id is assigned unless a row is written.
+//!
+//! Each statement is a `static Statement`; its plan is prepared on first use in a backend and
+//! kept with `SPI_keepplan`. Postgres' plan cache re-analyses a kept plan when what it depends
+//! on changes (e.g. the extension is dropped and created again), so a plan never goes stale.
+//! Statements are fixed text: values are always bound as parameters.
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+use std::ffi::CString;
+use std::marker::PhantomData;
+
+use pgrx::pg_sys::{self, Datum, Oid};
+
+use crate::errors::{self, IdemError, Result};
+
+/// A fixed SQL statement and the types of its parameters.
+pub struct Statement {
+    pub sql: &'static str,
+    pub args: &'static [Oid],
+}
+
+/// A parameter value; `None` is SQL NULL.
+pub type Arg = Option<Datum>;
+
+/// An open SPI connection; closed (`SPI_finish`) when dropped. Values read from [`Rows`]
+/// live in SPI memory and are gone after that, unless copied out first.
+pub struct Conn {
+    _not_send: PhantomData<*mut ()>,
+}
+
+impl Conn {
+    pub fn open() -> Result<Conn> {
+        // SAFETY: paired with SPI_finish in Drop.
+        let code = unsafe { pg_sys::SPI_connect() };
+        if code != pg_sys::SPI_OK_CONNECT as i32 {
+            return Err(spi_error("SPI_connect", code));
+        }
+        Ok(Conn {
+            _not_send: PhantomData,
+        })
+    }
+}
+
+impl Drop for Conn {
+    fn drop(&mut self) {
+        // SAFETY: we connected in `open`. An error here would be a bug in SPI bookkeeping,
+        // which Postgres reports itself at transaction end.
+        unsafe {
+            pg_sys::SPI_finish();
+        }
+    }
+}
+
+fn spi_error(what: &str, code: i32) -> IdemError {
+    IdemError::new(
+        errors::INTERNAL_ERROR,
+        format!("{what} failed with SPI code {code}"),
+    )
+}
+
+thread_local! {
+    static KEPT: RefCell<HashMap<usize, pg_sys::SPIPlanPtr>> = RefCell::new(HashMap::new());
+}
+
+impl Statement {
+    fn plan(&'static self, _conn: &Conn) -> Result<pg_sys::SPIPlanPtr> {
+        let id = self as *const Statement as usize;
+        if let Some(plan) = KEPT.with(|kept| kept.borrow().get(&id).copied()) {
+            return Ok(plan);
+        }
+        let sql = CString::new(self.sql)
+            .map_err(|_| IdemError::new(errors::INTERNAL_ERROR, "statement text contains NUL"))?;
+        let mut types = self.args.to_vec();
+        // SAFETY: a connected SPI; the plan is kept (moved out of SPI memory) before use.
+        let plan =
+            unsafe { pg_sys::SPI_prepare(sql.as_ptr(), types.len() as i32, types.as_mut_ptr()) };
+        // SAFETY: reads SPI's result code after SPI_prepare.
+        if plan.is_null() {
+            return Err(spi_error("SPI_prepare", unsafe { pg_sys::SPI_result }));
+        }
+        // SAFETY: `plan` came from SPI_prepare just now.
+        let code = unsafe { pg_sys::SPI_keepplan(plan) };
+        if code != 0 {
+            return Err(spi_error("SPI_keepplan", code));
+        }
+        KEPT.with(|kept| kept.borrow_mut().insert(id, plan));
+        Ok(plan)
+    }
+
+    /// Run the statement with `args` (one per declared parameter) and return its rows.
+    pub fn run<'c>(&'static self, conn: &'c Conn, args: &[Arg]) -> Result<Rows<'c>> {
+        if args.len() != self.args.len() {
+            return Err(IdemError::new(
+                errors::INTERNAL_ERROR,
+                format!(
+                    "statement takes {} parameters, got {}",
+                    self.args.len(),
+                    args.len()
+                ),
+            ));
+        }
+        let plan = self.plan(conn)?;
+        let mut values: Vec<Datum> = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
+        let nulls: Vec<core::ffi::c_char> = args
+            .iter()
+            .map(|a| if a.is_some() { b' ' } else { b'n' } as core::ffi::c_char)
+            .collect();
+        // SAFETY: a kept plan, values and nulls of the plan's arity.
+        let code = unsafe {
+            pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0)
+        };
+        if code < 0 {
+            return Err(spi_error("SPI_execute_plan", code));
+        }
+        // SAFETY: SPI's globals describe the statement that just ran.
+        let (table, processed) = unsafe { (pg_sys::SPI_tuptable, pg_sys::SPI_processed) };
+        Ok(Rows {
+            table,
+            processed,
+            _conn: PhantomData,
+        })
+    }
+}
+
+/// What a statement returned (or, without RETURNING, how many rows it touched).
+pub struct Rows<'c> {
+    table: *mut pg_sys::SPITupleTable,
+    processed: u64,
+    _conn: PhantomData<&'c Conn>,
+}
+
+impl Rows<'_> {
+    pub fn len(&self) -> usize {
+        self.processed as usize
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.processed == 0
+    }
+
+    /// Column `col` (1-based) of row `row` (0-based); `None` for NULL.
+    pub fn get(&self, row: usize, col: usize) -> Result<Option<Datum>> {
+        if self.table.is_null() || row >= self.len() {
+            return Err(IdemError::new(
+                errors::INTERNAL_ERROR,
+                format!("no row {row} in the result"),
+            ));
+        }
+        // SAFETY: `table` is SPI's result for this statement and `row` is in range.
+        unsafe {
+            let table = &*self.table;
+            let tuple = *table.vals.add(row);
+            let mut isnull = false;
+            let value = pg_sys::SPI_getbinval(tuple, table.tupdesc, col as i32, &mut isnull);
+            if pg_sys::SPI_result == pg_sys::SPI_ERROR_NOATTRIBUTE {
+                return Err(IdemError::new(
+                    errors::INTERNAL_ERROR,
+                    format!("no column {col} in the result"),
+                ));
+            }
+            Ok((!isnull).then_some(value))
+        }
+    }
+
+    /// A column that must not be NULL.
+    pub fn required(&self, row: usize, col: usize) -> Result<Datum> {
+        self.get(row, col)?
+            .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, format!("column {col} is null")))
+    }
+}

@@ -1,0 +1,5 @@
+//! The extension's tables and types (sql/bootstrap.sql): first in the install script.
+
+use pgrx::prelude::*;
+
+extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
