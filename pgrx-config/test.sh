@@ -12,6 +12,8 @@
 #   `postgres` OS user (initdb refuses root); DIR=/var/tmp/idempotency-pgdata/pgNN is owned by
 #   it, and pgrx makes a fresh NN-PID cluster inside it per run and removes it afterwards.
 #   RUST_BACKTRACE is dropped because pgrx appends Rust backtraces to error DETAILs when set.
+#   Integration tests (tests/*.rs) that start a server of their own find the version under test
+#   in IDEM_PG_MAJOR (e.g. 17) and IDEM_PG_CONFIG (its pg_config; `--bindir` gives initdb/pg_ctl).
 # Before the versions: the workspace's Postgres-independent crates, once (cargo test).
 #
 # Output: one banner per version, then a table; the same table in Markdown in
@@ -83,7 +85,8 @@ for v in "${versions[@]}"; do
   chmod 0755 "$PGDATA_ROOT"
   banner "pg$v: PostgreSQL $pgver ($pgc)"
   run_one "pg$v ($pgver)" "$logs/pg$v.log" \
-    env -u RUST_BACKTRACE cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
+    env -u RUST_BACKTRACE IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" \
+    cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
 done
 
 total=$((SECONDS - t_all))
