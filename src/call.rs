@@ -294,7 +294,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
     if err.is_null() {
         let response = (!isnull).then_some(result);
         let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
-        if claim::COMPLETE.run(&conn, &args)?.is_empty() {
+        if crate::finish::COMPLETE.run(&conn, &args)?.is_empty() {
             return Err(record_vanished(scope, key, "complete"));
         }
         crate::metrics::count_completion();
@@ -331,7 +331,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         message_text,
         int4_arg(attempt),
     ];
-    if claim::FAIL_FINAL.run(&conn, &args)?.is_empty() {
+    if crate::finish::FAIL_FINAL.run(&conn, &args)?.is_empty() {
         return Err(record_vanished(scope, key, "fail"));
     }
     crate::metrics::count_failure();

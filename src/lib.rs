@@ -19,6 +19,7 @@ pub mod claim;
 pub mod compat;
 mod datum;
 pub mod errors;
+mod finish;
 pub mod inbox;
 mod input;
 mod jsonb;
