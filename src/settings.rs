@@ -12,6 +12,9 @@ pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>
 pub static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
 /// How long after its lease ended a processing row is reclaimed, in milliseconds.
 pub static RECLAIM_GRACE: GucSetting<i32> = GucSetting::<i32>::new(0);
+/// Percent of its time a maintenance worker works on a backlog; it rests the rest, so upkeep
+/// never takes more than this share of a core from the claims (like autovacuum's cost delay).
+pub static MAINTENANCE_SHARE: GucSetting<i32> = GucSetting::<i32>::new(25);
 /// Whether the launcher runs maintenance rounds.
 pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 
@@ -56,6 +59,16 @@ pub fn init() {
         i32::MAX,
         GucContext::Sighup,
         GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"idempotency.maintenance_share",
+        c"Percent of its time the maintenance worker spends working through a backlog.",
+        c"After each full batch it rests in proportion, so upkeep takes at most this share of a core.",
+        &MAINTENANCE_SHARE,
+        1,
+        100,
+        GucContext::Sighup,
+        GucFlags::default(),
     );
     GucRegistry::define_bool_guc(
         c"idempotency.worker_enabled",

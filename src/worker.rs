@@ -410,17 +410,29 @@ fn keep_going() -> bool {
     settings::WORKER_ENABLED.get() && !in_recovery()
 }
 
-/// Run `step` in short transactions of one batch each while batches come back full.
+/// Run `step` in short transactions of one batch each while batches come back full, resting
+/// between batches so that working takes `idempotency.maintenance_share` percent of the time.
 fn drain(what: &CStr, batch: i32, step: fn(&Conn, i32) -> Result<i64>) -> Result<i64> {
     let mut total = 0;
     while keep_going() {
+        let started = Instant::now();
         let n = in_transaction(what, || step(&Conn::open()?, batch))?;
         total += n;
         if n < i64::from(batch) {
             break;
         }
+        wait_latch(rest_after(
+            started.elapsed(),
+            settings::MAINTENANCE_SHARE.get(),
+        ));
     }
     Ok(total)
+}
+
+/// How long to rest after working `worked` to keep to `share` percent (capped at 10 s).
+fn rest_after(worked: Duration, share: i32) -> Duration {
+    let share = share.clamp(1, 100) as u32;
+    (worked * (100 - share) / share).min(Duration::from_secs(10))
 }
 
 /// One maintenance round in this database.
@@ -445,4 +457,22 @@ fn maintain() -> Result<()> {
         pgrx::debug1!("idempotency: reclaimed {reclaimed} and purged {purged} records");
     }
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::rest_after;
+    use std::time::Duration;
+
+    #[test]
+    fn rest_keeps_work_to_its_share() {
+        let worked = Duration::from_millis(40);
+        assert_eq!(rest_after(worked, 25), Duration::from_millis(120));
+        assert_eq!(rest_after(worked, 50), Duration::from_millis(40));
+        assert_eq!(rest_after(worked, 100), Duration::ZERO);
+        assert_eq!(
+            rest_after(Duration::from_secs(5), 1),
+            Duration::from_secs(10)
+        );
+    }
 }
