@@ -33,6 +33,8 @@ port = $port
 listen_addresses = '127.0.0.1'
 unix_socket_directories = '$dir'
 shared_preload_libraries = 'idempotency'
+# Step 4 shows a stale lease taken over by a claim; keep the worker from reclaiming it first.
+idempotency.reclaim_grace = '1min'
 CONF
 [ "$(id -u)" = 0 ] && chown postgres: "$dir/postgresql.auto.conf"
 log "starting Postgres $major on port $port (stop it with: $bindir/pg_ctl -D $dir stop)"

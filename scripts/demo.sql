@@ -49,3 +49,9 @@ SELECT idem_complete('jobs', 'nightly-export', '{"by": "worker-b"}', attempt => 
 \echo
 \echo '== The records'
 SELECT scope, key, status, attempt, response, recovery_point, claimed_by FROM idempotency.requests ORDER BY scope, key;
+
+\echo
+\echo '== What the extension counted since the server started (idem_metrics; needs shared_preload_libraries)'
+SELECT name, value FROM idem_metrics() WHERE value > 0 ORDER BY name;
+\echo '== And per scope and status (the idempotency.stats view)'
+SELECT * FROM idempotency.stats ORDER BY scope, status;

@@ -10,6 +10,7 @@
 //! | --- | --- | --- |
 //! | `ERROR` (elog level) | named `pg_sys::PGERROR` in pgrx; value 20 on PG13, 21 from PG14 | use `pg_sys::PGERROR`, never a literal |
 //! | `MarkGUCPrefixReserved` | PG15+; PG13/14 call it `EmitWarningsOnPlaceholders` | [`mark_guc_prefix_reserved`] |
+//! | `pqsignal` | PG18's backends call it `pqsignal_be` | [`pqsignal`] |
 //! | `index_beginscan` | PG18 adds `instrument: *mut IndexScanInstrumentation` (3rd arg) | [`index_beginscan`] |
 //! | `ReThrowError` | declared `-> !` for 13..17, but returning `()` for 18 (PG18's `pg_noreturn`) | [`rethrow_error`] |
 //! | `ExecutorRun_hook` / `standard_ExecutorRun` | PG18 drops the `execute_once: bool` argument | add a shim when a hook is written |
@@ -39,6 +40,17 @@ pub fn mark_guc_prefix_reserved(prefix: &CStr) {
         pg_sys::EmitWarningsOnPlaceholders(prefix.as_ptr());
         #[cfg(not(any(feature = "pg13", feature = "pg14")))]
         pg_sys::MarkGUCPrefixReserved(prefix.as_ptr());
+    }
+}
+
+/// Install a signal handler (backend flavour: `pqsignal_be` from Postgres 18 on).
+pub fn pqsignal(signal: u32, handler: pg_sys::pqsigfunc) {
+    // SAFETY: installs a C signal handler in this (single-threaded) backend.
+    unsafe {
+        #[cfg(feature = "pg18")]
+        pg_sys::pqsignal_be(signal as c_int, handler);
+        #[cfg(not(feature = "pg18"))]
+        pg_sys::pqsignal(signal as c_int, handler);
     }
 }
 

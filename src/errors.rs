@@ -17,6 +17,20 @@ impl SqlState {
         core::str::from_utf8(&self.0).unwrap_or("XX000")
     }
 
+    /// Postgres' `PGUNSIXBIT`: the code from its packed form.
+    pub fn unpack(packed: c_int) -> SqlState {
+        let mut code = [0u8; 5];
+        for (i, ch) in code.iter_mut().enumerate() {
+            *ch = (((packed >> (6 * i)) & 0x3F) as u8).wrapping_add(b'0');
+        }
+        SqlState(code)
+    }
+
+    /// The packed form, as `errcode()` takes it.
+    pub fn packed_code(&self) -> c_int {
+        self.packed()
+    }
+
     /// Postgres' `MAKE_SQLSTATE`.
     fn packed(&self) -> c_int {
         self.0.iter().enumerate().fold(0, |acc, (i, ch)| {
@@ -52,6 +66,7 @@ pub const DATA_CORRUPTED: SqlState = SqlState(*b"XX001");
 pub const OBJECT_NOT_IN_PREREQUISITE_STATE: SqlState = SqlState(*b"55000");
 pub const UNDEFINED_FUNCTION: SqlState = SqlState(*b"42883");
 pub const INSUFFICIENT_PRIVILEGE: SqlState = SqlState(*b"42501");
+pub const FEATURE_NOT_SUPPORTED: SqlState = SqlState(*b"0A000");
 pub const INTERNAL_ERROR: SqlState = SqlState(*b"XX000");
 
 /// An error on its way to the client.
@@ -170,5 +185,12 @@ mod tests {
         assert_eq!(SqlState(*b"23505").packed(), unique_violation);
         let p = ('P' as c_int - '0' as c_int) & 0x3F;
         assert_eq!(SqlState(*b"P4002").packed(), p | (4 << 6) | (2 << 24));
+    }
+
+    #[test]
+    fn unpack_inverts_pack() {
+        for code in [*b"23505", *b"P4002", *b"42P01", *b"55P03", *b"XX000"] {
+            assert_eq!(SqlState::unpack(SqlState(code).packed()), SqlState(code));
+        }
     }
 }

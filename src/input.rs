@@ -71,3 +71,46 @@ pub fn positive_interval<T>(what: &str, value: Option<(T, Interval)>) -> Result<
 pub fn lossy(value: &[u8]) -> std::borrow::Cow<'_, str> {
     String::from_utf8_lossy(value)
 }
+
+/// A delay: present and not negative (zero means "now").
+pub fn non_negative_interval<T>(what: &str, value: Option<(T, Interval)>) -> Result<T> {
+    match value {
+        None => Err(IdemError::new(
+            errors::NULL_VALUE_NOT_ALLOWED,
+            format!("{what} must not be null"),
+        )),
+        Some((_, interval)) if interval.as_micros() < 0 => Err(IdemError::new(
+            errors::INVALID_PARAMETER_VALUE,
+            format!("{what} must not be negative"),
+        )
+        .detail(format!("{what} was {interval:?}."))),
+        Some((raw, _)) => Ok(raw),
+    }
+}
+
+/// A batch size: present and at least 1.
+pub fn batch(what: &str, value: Option<i32>) -> Result<i32> {
+    match value {
+        None => Err(IdemError::new(
+            errors::NULL_VALUE_NOT_ALLOWED,
+            format!("{what} must not be null"),
+        )),
+        Some(n) if n < 1 => Err(IdemError::new(
+            errors::INVALID_PARAMETER_VALUE,
+            format!("{what} must be at least 1"),
+        )
+        .detail(format!("{what} was {n}."))),
+        Some(n) => Ok(n),
+    }
+}
+
+/// `bytes` cut to at most `limit` bytes without splitting a character (server encoding).
+pub fn clip(bytes: &[u8], limit: usize) -> &[u8] {
+    if bytes.len() <= limit {
+        return bytes;
+    }
+    // SAFETY: pg_mbcliplen reads at most `len` bytes of `bytes`.
+    let cut =
+        unsafe { pgrx::pg_sys::pg_mbcliplen(bytes.as_ptr().cast(), bytes.len() as _, limit as _) };
+    &bytes[..(cut.max(0) as usize).min(limit)]
+}

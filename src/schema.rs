@@ -3,3 +3,9 @@
 use pgrx::prelude::*;
 
 extension_sql_file!("../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+
+extension_sql_file!(
+    "../sql/consumers.sql",
+    name = "consumers",
+    requires = ["bootstrap"]
+);

@@ -139,7 +139,9 @@ fn start() -> Cluster {
     let conf = format!(
         "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{dir}'\n\
          shared_preload_libraries = 'idempotency'\nfsync = off\nmax_connections = 100\n\
-         log_min_messages = warning\n{extra}\n",
+         log_min_messages = warning\n\
+         # The maintenance worker only where a test binary turns it on (tests/worker.rs).\n\
+         idempotency.worker_enabled = off\n{extra}\n",
         dir = datadir.display(),
         extra = EXTRA_CONF.get().copied().unwrap_or("")
     );

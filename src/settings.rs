@@ -1,0 +1,110 @@
+//! The `idempotency.*` settings of the maintenance worker. All are reloadable (SIGHUP).
+
+use std::ffi::CString;
+
+use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting};
+
+/// Time between maintenance rounds, in milliseconds.
+pub static NAPTIME: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+/// Comma-separated database names to maintain; empty means every database with the extension.
+pub static DATABASES: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(Some(c""));
+/// Most rows one maintenance transaction changes.
+pub static BATCH_SIZE: GucSetting<i32> = GucSetting::<i32>::new(10_000);
+/// How long after its lease ended a processing row is reclaimed, in milliseconds.
+pub static RECLAIM_GRACE: GucSetting<i32> = GucSetting::<i32>::new(0);
+/// Percent of its time a maintenance worker works on a backlog; it rests the rest, so upkeep
+/// never takes more than this share of a core from the claims (like autovacuum's cost delay).
+pub static MAINTENANCE_SHARE: GucSetting<i32> = GucSetting::<i32>::new(25);
+/// Whether the launcher runs maintenance rounds.
+pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
+
+const DAY_MS: i32 = 86_400_000;
+
+/// Define the settings. Called from `_PG_init` in every process that loads the library.
+pub fn init() {
+    GucRegistry::define_int_guc(
+        c"idempotency.naptime",
+        c"Time between two maintenance rounds of the idempotency background worker.",
+        c"Each round reclaims expired leases and purges expired records in every database with the extension.",
+        &NAPTIME,
+        100,
+        DAY_MS,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_string_guc(
+        c"idempotency.databases",
+        c"Comma-separated names of the databases the idempotency worker maintains.",
+        c"Empty: every database that allows connections and has the extension installed.",
+        &DATABASES,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"idempotency.batch_size",
+        c"Most rows one maintenance transaction reclaims or purges.",
+        c"",
+        &BATCH_SIZE,
+        1,
+        1_000_000,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_int_guc(
+        c"idempotency.reclaim_grace",
+        c"How long after its lease ended a processing record is reclaimed as failed_retryable.",
+        c"",
+        &RECLAIM_GRACE,
+        0,
+        i32::MAX,
+        GucContext::Sighup,
+        GucFlags::UNIT_MS,
+    );
+    GucRegistry::define_int_guc(
+        c"idempotency.maintenance_share",
+        c"Percent of its time the maintenance worker spends working through a backlog.",
+        c"After each full batch it rests in proportion, so upkeep takes at most this share of a core.",
+        &MAINTENANCE_SHARE,
+        1,
+        100,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_bool_guc(
+        c"idempotency.worker_enabled",
+        c"Whether the idempotency background worker runs maintenance rounds.",
+        c"Needs the library in shared_preload_libraries.",
+        &WORKER_ENABLED,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+}
+
+/// The names in `idempotency.databases` (trimmed, empty entries dropped); empty means all.
+pub fn database_names() -> Vec<String> {
+    let raw = DATABASES
+        .get()
+        .map(|v| v.to_string_lossy().into_owned())
+        .unwrap_or_default();
+    parse_names(&raw)
+}
+
+fn parse_names(raw: &str) -> Vec<String> {
+    raw.split(',')
+        .map(str::trim)
+        .filter(|name| !name.is_empty())
+        .map(str::to_owned)
+        .collect()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::parse_names;
+
+    #[test]
+    fn names_are_trimmed_and_blank_entries_dropped() {
+        assert_eq!(parse_names(""), Vec::<String>::new());
+        assert_eq!(parse_names(" , "), Vec::<String>::new());
+        assert_eq!(parse_names("app, Billing ,,x"), vec!["app", "Billing", "x"]);
+    }
+}

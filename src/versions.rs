@@ -1,0 +1,46 @@
+//! Ordered updates: `idem_advance(stream, entity, version)` applies per-entity versioned
+//! events that may arrive late or twice. One upsert: the row of (stream, entity) holds the
+//! last applied version and only moves forward. Two transactions advancing one entity take
+//! turns on its row, so the later one compares against the earlier one's committed version.
+
+use pgrx::pg_sys::{self, Datum};
+use pgrx::prelude::*;
+
+use crate::args::{self, function_info_v1};
+use crate::claim::text_arg;
+use crate::errors::{self, IdemError, OrRaise, Result};
+use crate::input;
+use crate::plans::{Conn, Statement};
+
+static ADVANCE: Statement = Statement {
+    sql: "INSERT INTO idempotency.versions AS v (stream, entity, version, updated_at) \
+          VALUES ($1, $2, $3, pg_catalog.now()) \
+          ON CONFLICT (stream, entity) DO UPDATE \
+          SET version = excluded.version, updated_at = excluded.updated_at \
+          WHERE v.version OPERATOR(pg_catalog.<) excluded.version \
+          RETURNING true",
+    args: &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::INT8OID],
+};
+
+fn advance(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
+    // SAFETY: called by Postgres as idem_advance(text, text, int8).
+    let (stream, entity, version) = unsafe {
+        (
+            input::name("stream", errors::INVALID_SCOPE, args::bytes(fcinfo, 0))?,
+            input::name("entity", errors::INVALID_KEY, args::bytes(fcinfo, 1))?,
+            args::datum(fcinfo, 2).ok_or_else(|| {
+                IdemError::new(errors::NULL_VALUE_NOT_ALLOWED, "version must not be null")
+            })?,
+        )
+    };
+    let conn = Conn::open()?;
+    let applied = ADVANCE.run(&conn, &[text_arg(stream), text_arg(entity), Some(version)])?;
+    Ok(!applied.is_empty())
+}
+
+function_info_v1!(pg_finfo_idem_advance);
+#[pg_guard]
+#[unsafe(no_mangle)]
+pub extern "C-unwind" fn idem_advance(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
+    Datum::from(advance(fcinfo).or_raise())
+}
