@@ -5,8 +5,8 @@
 #
 # Usage: bench/run-all.sh [--quick] [options]
 #   --quick             a few minutes: T=3s, sizes 0 and 100k, a small hash micro-benchmark
-#   --duration N        seconds per pgbench step of the main matrix (default 15)
-#   --size-duration N   seconds per step of the table-size series (default 15)
+#   --duration N        seconds per pgbench step of the main matrix (default 12)
+#   --size-duration N   seconds per step of the table-size series (default 12)
 #   --clients LIST      client counts, e.g. 1,4,16 (default)
 #   --sizes LIST        table sizes (filler rows), e.g. 0,1M,10M (default)
 #   --size-clients LIST client counts of the table-size series (default 4)
