@@ -80,10 +80,27 @@ class Data:
         if os.path.exists(p):
             with open(p) as f:
                 self.meta = json.load(f)
-        # (workload, variant, clients, sync, size) -> row (the last one wins)
-        self.idx = {}
-        for r in self.rows:
-            self.idx[(r["workload"], r["variant"], r["clients"], r["sync"], r["size"])] = r
+        # Rounds (bench/suite.py --rounds): one row per (workload, variant, clients, sync, size)
+        # with the medians of its rounds.
+        self.raw = self.rows
+        groups = defaultdict(list)
+        for r in self.raw:
+            groups[(r["workload"], r["variant"], r["clients"], r["sync"], r["size"])].append(r)
+        self.rows, self.idx = [], {}
+        for key, rs in groups.items():
+            agg = dict(rs[-1])
+            for k in ("tps", "p50_ms", "p90_ms", "p95_ms", "p99_ms", "p999_ms", "max_ms",
+                      "lat_avg_ms", "load1_end", "other_cores", "server_us_tx", "client_us_tx"):
+                vals = [x[k] for x in rs if x[k] is not None]
+                agg[k] = statistics.median(vals) if vals else None
+            tps = [x["tps"] for x in rs if x["tps"] is not None]
+            agg["n"] = len(rs)
+            agg["tps_min"], agg["tps_max"] = (min(tps), max(tps)) if tps else (None, None)
+            agg["note"] = "; ".join(x["note"] for x in rs if x.get("note"))
+            agg["check"] = "MISMATCH" if any(x.get("check") == "MISMATCH" for x in rs) else agg.get("check")
+            self.rows.append(agg)
+            self.idx[key] = agg
+        self.rounds = max((r["n"] for r in self.rows), default=1)
 
     def get(self, w, v, c, s, size=0):
         return self.idx.get((w, v, c, s, size))
@@ -536,7 +553,7 @@ def main_tables(d, md):
 def write_report(d, images):
     m = d.meta
     md = ["# Benchmark report: the extension, the PL/pgSQL reference and the bare-SQL floor\n"]
-    main_rows = [r for r in d.rows if r["tps"] is not None]
+    main_rows = [r for r in d.raw if r["tps"] is not None]
     loads = [r["load1_end"] for r in main_rows if r["load1_end"] is not None]
     others = [r["other_cores"] for r in main_rows if r["other_cores"] is not None]
     started, finished = m.get("started", "?"), m.get("finished", "?")
@@ -586,6 +603,9 @@ def write_report(d, images):
             md.append(f"All {len(tg)} met.\n")
 
     md.append("## Results\n")
+    if d.rounds > 1:
+        md.append(f"Every cell ran {d.rounds} times (contender order rotating); the tables give "
+                  "medians, and the spread of each contender's throughput is in results.csv.\n")
     md.append("Transactions per second (pgbench `-M prepared`, unix socket, -j ≤ 2) and latency "
               "percentiles from pgbench's per-transaction log; ratios are throughput ratios "
               "from the same run. Size 0 means only the fixtures are in the table (10,000 "
@@ -683,7 +703,7 @@ def write_report(d, images):
 - Scripts: `bench/scripts/<workload>.<contender>.sql`; the reference: `bench/reference_plpgsql.sql`;
   schema and fixtures: `bench/setup.sql`.
 """)
-    bad = [r for r in d.rows if r.get("note") or r.get("check") == "MISMATCH"]
+    bad = [r for r in d.raw if r.get("note") or r.get("check") == "MISMATCH"]
     if bad:
         md.append("## Notes on steps\n")
         for r in bad:

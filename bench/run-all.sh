@@ -12,6 +12,8 @@
 #   --size-clients LIST client counts of the table-size series (default 4)
 #   --sync LIST         synchronous_commit series (default on,off)
 #   --workloads LIST    new,replay,active,active_open,mixed,hash,call (default: all)
+#   --rounds N          run every cell N times, contender order rotating; medians (default 1)
+#   --hash-rows N       documents of the hash_vs_sha256.sql micro-benchmark (0: skip it)
 #   --no-profile        skip the perf profiles (they need perf: Debian's linux-perf)
 #   --no-build          use the extension already installed for PG_CONFIG
 #   --results DIR       where the report goes (default bench/results)
@@ -35,7 +37,8 @@ die() { printf '[bench] ERROR: %s\n' "$*" >&2; exit 1; }
 while [ $# -gt 0 ]; do
   case "$1" in
     --quick) quick=1 ;;
-    --duration | --size-duration | --clients | --sizes | --size-clients | --sync | --workloads)
+    --duration | --size-duration | --clients | --sizes | --size-clients | --sync | --workloads | \
+      --rounds | --hash-rows)
       [ $# -ge 2 ] || die "$1 needs a value"
       suite_args+=("$1" "$2"); shift ;;
     --no-profile) profile=0 ;;

@@ -87,7 +87,7 @@ WORKLOADS = {
 }
 
 FIELDS = [
-    "step", "phase", "workload", "variant", "clients", "sync", "size", "rows_at_start",
+    "step", "round", "phase", "workload", "variant", "clients", "sync", "size", "rows_at_start",
     "duration_s", "tps", "transactions", "failed", "lat_avg_ms", "p50_ms", "p90_ms", "p95_ms",
     "p99_ms", "p999_ms", "max_ms", "server_us_tx", "client_us_tx", "ins", "upd", "check",
     "load1_start", "load1_end", "other_cores", "steal_cores", "seed", "started_at", "note",
@@ -189,7 +189,7 @@ def percentile(sorted_vals, q):
 
 def read_latencies(prefix):
     lat = []
-    for path in glob.glob(prefix + ".*"):
+    for path in glob.glob(prefix + ".[0-9]*"):
         with open(path) as f:
             for line in f:
                 parts = line.split()
@@ -240,24 +240,29 @@ class Suite:
     # -- planning -----------------------------------------------------------------------------
 
     def plan(self):
+        """Steps as (phase, workload, variant, clients, sync, size, duration, round)."""
         a = self.a
         steps = []
+        cell = 0
         for name in a.workloads:
             w = WORKLOADS[name]
             for sync in w.get("sync", a.sync):
                 for c in a.clients:
-                    # The contenders of a cell run back to back; the order rotates from cell to
-                    # cell so that none is always first after the CHECKPOINT or last in a drift.
+                    # The contenders of a cell run back to back (each round once); the order
+                    # rotates from round to round and cell to cell, so that none is always
+                    # first after the CHECKPOINT or last in a drift of the machine's load.
                     variants = list(w["variants"])
-                    shift = len(steps) // max(1, len(variants)) % len(variants)
-                    for v in variants[shift:] + variants[:shift]:
-                        dur = a.duration
-                        if w.get("holder") and v != "ext":
-                            # The pattern waits for the holder: one short probe per sync mode.
-                            if c != a.probe_clients:
-                                continue
-                            dur = min(a.duration, a.probe_duration)
-                        steps.append(("main", name, v, c, sync, 0, dur))
+                    for rnd in range(1, a.rounds + 1):
+                        shift = (cell + rnd - 1) % len(variants)
+                        for v in variants[shift:] + variants[:shift]:
+                            dur = a.duration
+                            if w.get("holder") and v != "ext":
+                                # The pattern waits for the holder: one short probe per sync mode.
+                                if c != a.probe_clients or rnd > 1:
+                                    continue
+                                dur = min(a.duration, a.probe_duration)
+                            steps.append(("main", name, v, c, sync, 0, dur, rnd))
+                    cell += 1
         size_steps = []
         for size in a.sizes:
             if size == 0:
@@ -266,9 +271,11 @@ class Suite:
                 for sync in a.sync:
                     for c in a.size_clients:
                         variants = list(WORKLOADS[name]["variants"])
-                        shift = len(size_steps) // len(variants) % len(variants)
-                        for v in variants[shift:] + variants[:shift]:
-                            size_steps.append(("size", name, v, c, sync, size, a.size_duration))
+                        for rnd in range(1, a.rounds + 1):
+                            shift = (cell + rnd - 1) % len(variants)
+                            for v in variants[shift:] + variants[:shift]:
+                                size_steps.append(("size", name, v, c, sync, size, a.size_duration, rnd))
+                        cell += 1
         return steps, size_steps
 
     # -- one step ------------------------------------------------------------------------------
@@ -308,7 +315,7 @@ class Suite:
 
     def run_pgbench(self, files, clients, sync, duration, seed, tag, extra_env=None, on_start=None):
         prefix = os.path.join(self.work, "pgbench", tag)
-        for old in glob.glob(prefix + ".*"):
+        for old in glob.glob(prefix + ".[0-9]*"):
             os.unlink(old)
         cmd = [os.path.join(self.cl.bindir, "pgbench"), "-n", "-M", "prepared",
                *self.cl.conn_args(), "-c", str(clients), "-j", str(min(clients, self.a.threads)),
@@ -326,20 +333,23 @@ class Suite:
         if on_start:
             on_start()
         out, _ = p.communicate()
+        with open(prefix + ".out", "w") as f:  # kept in WORK for a look at a step afterwards
+            f.write(" ".join(cmd) + "\n" + out)
         lat = read_latencies(prefix)
         return p.returncode, out, lat
 
-    def step(self, phase, name, variant, clients, sync, size, duration):
+    def step(self, phase, name, variant, clients, sync, size, duration, rnd=1):
         w = WORKLOADS[name]
         self.step_no += 1
         seed = self.a.seed + self.step_no
         table = TABLES[variant]
         label = (f"[{self.step_no:3d}/{self.total}] {name:<11} {variant:<5} c={clients:<2} "
-                 f"sync={sync:<3} size={human(size):<4} T={duration}s")
+                 f"sync={sync:<3} size={human(size):<4} T={duration}s"
+                 + (f" r{rnd}" if self.a.rounds > 1 else ""))
         print(label + " ...", end="", flush=True)
         t0 = time.monotonic()
         row = {k: "" for k in FIELDS}
-        row.update(step=self.step_no, phase=phase, workload=name, variant=variant,
+        row.update(step=self.step_no, round=rnd, phase=phase, workload=name, variant=variant,
                    clients=clients, sync=sync, size=size, duration_s=duration, seed=seed,
                    started_at=time.strftime("%Y-%m-%dT%H:%M:%S"))
         notes = []
@@ -672,6 +682,8 @@ def main():
     ap.add_argument("--sizes", default="0,1M,10M")
     ap.add_argument("--sync", default="on,off")
     ap.add_argument("--workloads", default=",".join(WORKLOADS))
+    ap.add_argument("--rounds", type=int, default=1,
+                    help="run every cell this often (order rotating); the report takes medians")
     ap.add_argument("--threads", type=int, default=2, help="pgbench -j at most this")
     ap.add_argument("--seed", type=int, default=20261122)
     ap.add_argument("--hash-rows", type=int, default=100000)
