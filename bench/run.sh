@@ -34,7 +34,10 @@ as_pg env -u RUST_BACKTRACE "$bindir/pg_ctl" -D "$work/data" -l "$work/log" -w \
   -o "-p $port -k $work -c listen_addresses= -c shared_buffers=256MB" start >/dev/null
 psql=("$bindir/psql" -X -q -h "$work" -p "$port" -U postgres -d postgres)
 
-sed -e "s|MODULE_PATHNAME|${so%.so}|g" -e '/^\\echo/d' -e '/^\\quit/d' "$sql" |
+# Not CREATE EXTENSION: the script's extension-only bits are adapted (@extschema@ -> public,
+# no pg_extension_config_dump).
+sed -e "s|MODULE_PATHNAME|${so%.so}|g" -e 's|@extschema@|public|g' \
+  -e '/pg_extension_config_dump/d' -e '/^\\echo/d' -e '/^\\quit/d' "$sql" |
   "${psql[@]}" -v ON_ERROR_STOP=1 >/dev/null
 echo "Postgres $("$PG_CONFIG" --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); rows=$rows rounds=$rounds"
 "${psql[@]}" -v rows="$rows" -v rounds="$rounds" -f "$repo/bench/hash_vs_sha256.sql"

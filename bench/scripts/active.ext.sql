@@ -1,0 +1,4 @@
+-- claim of a key whose committed claim has a live lease (processing_active): the extension
+\set i random(10001, 11000)
+\set k (:i * 2654435761) % 4294967311
+SELECT * FROM idem_claim('orders', :k, '9f2c1e0b7a6d5c4b3a29180716253443526170819fa0b1c2d3e4f5061728394a');
