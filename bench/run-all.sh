@@ -144,7 +144,7 @@ log "schema, reference PL/pgSQL, floor table, fixtures and smoke checks (bench/s
 mkdir -p "$results"
 rm -rf "$results/profiles" "$results"/*.png "$results"/{results.csv,loads.csv,skipped.txt,hash_vs_sha256.txt,meta.json}
 if [ "$quick" = 1 ]; then
-  suite_args=(--duration 3 --size-duration 3 --sizes 0,100k --hash-rows 10000 --hash-rounds 3
+  suite_args=(--duration 3 --size-duration 3 --sizes "0,100k" --hash-rows 10000 --hash-rounds 3
     --profile-duration 6 "${suite_args[@]}")
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -158,7 +158,8 @@ json.dump({
     "postgres": subprocess.run([pg_config, "--version"], capture_output=True, text=True).stdout.strip(),
     "nproc": os.cpu_count(), "cpu": cpu, "mem_gb": round(mem / 1048576, 1),
     "kernel": os.uname().release, "commit": git("rev-parse", "--short", "HEAD"),
-    "branch": git("rev-parse", "--abbrev-ref", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+    "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+    "dirty": bool(git("status", "--porcelain", "--", ".", ":!bench/results")),
     "quick": quick == "1", "load_before": load, "args": args,
     "started": subprocess.run(["date", "-Is"], capture_output=True, text=True).stdout.strip(),
 }, open(path, "w"), indent=1)
