@@ -16,6 +16,7 @@
 #   --hash-rows N       documents of the hash_vs_sha256.sql micro-benchmark (0: skip it)
 #   --no-profile        skip the perf profiles (they need perf: Debian's linux-perf)
 #   --no-build          use the extension already installed for PG_CONFIG
+#   --keep              keep the cluster's data directory (WORK/data) after the run
 #   --results DIR       where the report goes (default bench/results)
 #   --report-only       rebuild report.md and the plots from DIR/results.csv
 # Environment: PG_CONFIG (default /usr/lib/postgresql/15/bin/pg_config: the extension is
@@ -27,7 +28,7 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 port=${PORT:-28841}
 work=${WORK:-/var/tmp/idem-bench-all}
 results=$bench/results
-quick=0 build=1 profile=1 report_only=0
+quick=0 build=1 profile=1 report_only=0 keep=0
 suite_args=()
 t0=$SECONDS
 
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
       suite_args+=("$1" "$2"); shift ;;
     --no-profile) profile=0 ;;
     --no-build) build=0 ;;
+    --keep) keep=1 ;;
     --results) [ $# -ge 2 ] || die "$1 needs a value"; results=$(realpath -m "$2"); shift ;;
     --report-only) report_only=1 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -107,6 +109,10 @@ stop() {
   if [ -f "$data/postmaster.pid" ]; then
     log "stopping the cluster"
     as_pg "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
+  fi
+  # The 10M-row tables and their WAL are ~15 GB: gone unless --keep (pgbench output stays).
+  if [ "$keep" = 0 ] && [ -d "$data" ]; then
+    rm -rf "$data"
   fi
 }
 trap stop EXIT
