@@ -468,7 +468,8 @@ def profile_section(d, md):
         summary.append((tag, m, total, cpu_us))
         loaded.append((tag, m, stacks))
         md.append(f"### {tag}\n")
-        md.append(f"{m.get('tps') or 0:,.0f} tps; {total} samples"
+        md.append((f"Recorded {m['started']}; " if m.get("started") else "")
+                  + f"{m.get('tps') or 0:,.0f} tps; {total} samples"
                   + (f"; **{cpu_us:.1f} CPU µs/tx** in the backend" if cpu_us else "") + ".\n")
         md.append(f"![flame graph](profiles/{tag}.png)\n")
         md.append("| inclusive | function | | self | function |\n|---:|---|---|---:|---|")
@@ -619,7 +620,7 @@ def write_report(d, images):
     if ao:
         md.append("In *active_open* the reference and the floor cannot answer: their `INSERT ... ON "
                   "CONFLICT DO NOTHING` waits for the holder's transaction (held for the whole step "
-                  f"plus one second) and every client is stuck until it ends; they ran once per sync mode "
+                  "plus one second) and every client is stuck until it ends; they ran once per sync mode "
                   "as a short probe (" + ", ".join(
                       f"{r['variant']} c={r['clients']} sync={r['sync']}: {r['transactions']} transactions in "
                       f"{r['duration_s']} s, p50 {r['p50_ms']} ms" for r in ao if r["tps"] is not None)
@@ -682,9 +683,17 @@ def write_report(d, images):
 
     profile_section(d, md)
 
-    analysis = os.path.join(BENCH, "analysis.md")
-    if os.path.exists(analysis):
-        md.append(open(analysis).read().rstrip() + "\n")
+    # The analysis is written by hand in docs/benchmarks.md (section "## Analysis"), from the
+    # profiles of a full run; it is carried here so that the report explains its misses.
+    docs = os.path.join(os.path.dirname(BENCH), "docs", "benchmarks.md")
+    if os.path.exists(docs):
+        text = open(docs).read()
+        start = text.find("\n## Analysis")
+        if start >= 0:
+            end = text.find("\n## ", start + 5)
+            md.append(text[start + 1:end if end >= 0 else len(text)].rstrip() + "\n")
+            md.append("*(From docs/benchmarks.md, written from the profiles and runs it names; "
+                      "the figures above are this run's.)*\n")
 
     md.append("## Method\n")
     md.append("""- One throw-away cluster (`initdb` under `/var/tmp`, unix socket, private port), the
@@ -700,6 +709,9 @@ def write_report(d, images):
   back. After each step the table's insert/update counters are checked against the workload
   (column `check` of results.csv): a new key must insert and update exactly one row per
   transaction, a replay must write nothing.
+- Latency percentiles come from pgbench's per-transaction log. pgbench 15 reuses one clock
+  reading for the clients of a thread, so below ~0.1 ms they are coarse (in the hash floor,
+  most transactions log 0 µs); results.csv also has the exact average (`lat_avg_ms`).
 - Scripts: `bench/scripts/<workload>.<contender>.sql`; the reference: `bench/reference_plpgsql.sql`;
   schema and fixtures: `bench/setup.sql`.
 """)

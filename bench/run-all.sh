@@ -16,6 +16,7 @@
 #   --hash-rows N       documents of the hash_vs_sha256.sql micro-benchmark (0: skip it)
 #   --no-profile        skip the perf profiles (they need perf: Debian's linux-perf)
 #   --no-build          use the extension already installed for PG_CONFIG
+#   --keep              keep the cluster's data directory (WORK/data) after the run
 #   --results DIR       where the report goes (default bench/results)
 #   --report-only       rebuild report.md and the plots from DIR/results.csv
 # Environment: PG_CONFIG (default /usr/lib/postgresql/15/bin/pg_config: the extension is
@@ -27,7 +28,7 @@ PG_CONFIG=${PG_CONFIG:-/usr/lib/postgresql/15/bin/pg_config}
 port=${PORT:-28841}
 work=${WORK:-/var/tmp/idem-bench-all}
 results=$bench/results
-quick=0 build=1 profile=1 report_only=0
+quick=0 build=1 profile=1 report_only=0 keep=0
 suite_args=()
 t0=$SECONDS
 
@@ -43,6 +44,7 @@ while [ $# -gt 0 ]; do
       suite_args+=("$1" "$2"); shift ;;
     --no-profile) profile=0 ;;
     --no-build) build=0 ;;
+    --keep) keep=1 ;;
     --results) [ $# -ge 2 ] || die "$1 needs a value"; results=$(realpath -m "$2"); shift ;;
     --report-only) report_only=1 ;;
     -h | --help) sed -n '2,/^set -euo/p' "$0" | sed '$d; s/^# \{0,1\}//'; exit 0 ;;
@@ -108,6 +110,10 @@ stop() {
     log "stopping the cluster"
     as_pg "$bindir/pg_ctl" -D "$data" -m fast -w stop >/dev/null 2>&1 || true
   fi
+  # The 10M-row tables and their WAL are ~15 GB: gone unless --keep (pgbench output stays).
+  if [ "$keep" = 0 ] && [ -d "$data" ]; then
+    rm -rf "$data"
+  fi
 }
 trap stop EXIT
 trap 'exit 130' INT TERM
@@ -144,7 +150,7 @@ log "schema, reference PL/pgSQL, floor table, fixtures and smoke checks (bench/s
 mkdir -p "$results"
 rm -rf "$results/profiles" "$results"/*.png "$results"/{results.csv,loads.csv,skipped.txt,hash_vs_sha256.txt,meta.json}
 if [ "$quick" = 1 ]; then
-  suite_args=(--duration 3 --size-duration 3 --sizes 0,100k --hash-rows 10000 --hash-rounds 3
+  suite_args=(--duration 3 --size-duration 3 --sizes "0,100k" --hash-rows 10000 --hash-rounds 3
     --profile-duration 6 "${suite_args[@]}")
 fi
 load_before=$(cut -d' ' -f1-3 /proc/loadavg)
@@ -158,7 +164,8 @@ json.dump({
     "postgres": subprocess.run([pg_config, "--version"], capture_output=True, text=True).stdout.strip(),
     "nproc": os.cpu_count(), "cpu": cpu, "mem_gb": round(mem / 1048576, 1),
     "kernel": os.uname().release, "commit": git("rev-parse", "--short", "HEAD"),
-    "branch": git("rev-parse", "--abbrev-ref", "HEAD"), "dirty": bool(git("status", "--porcelain")),
+    "branch": git("rev-parse", "--abbrev-ref", "HEAD"),
+    "dirty": bool(git("status", "--porcelain", "--", ".", ":!bench/results")),
     "quick": quick == "1", "load_before": load, "args": args,
     "started": subprocess.run(["date", "-Is"], capture_output=True, text=True).stdout.strip(),
 }, open(path, "w"), indent=1)

@@ -21,6 +21,7 @@ import os
 import re
 import resource
 import shutil
+import signal
 import subprocess
 import sys
 import time
@@ -532,10 +533,16 @@ class Suite:
                 if pids and len(pids.split(",")) == clients:
                     break
             time.sleep(0.5)
+            # No workload command: perf samples the backends until it gets SIGINT (below),
+            # which is also how it ends cleanly if they exit first.
             perf["p"] = subprocess.Popen(
                 ["perf", "record", "-q", "-F", "499", "-e", "cpu-clock", "--call-graph",
-                 "dwarf,16384", "-p", pids, "-o", data, "--", "sleep", str(max(2, duration - 2))],
+                 "dwarf,16384", "-p", pids, "-o", data],
                 stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+            perf["t0"] = time.monotonic()
+            time.sleep(max(2, duration - 3))
+            perf["secs"] = time.monotonic() - perf["t0"]
+            perf["p"].send_signal(signal.SIGINT)
 
         print(f"  profile {tag} ...", end="", flush=True)
         rc, out, _ = self.run_pgbench(w["variants"][variant], clients, sync, duration,
@@ -546,7 +553,7 @@ class Suite:
             return
         _, err = p.communicate()
         res = parse_pgbench(out)
-        if p.returncode != 0 or not os.path.exists(data):
+        if not os.path.exists(data) or os.path.getsize(data) == 0:
             log(f" perf record failed ({p.returncode}): {err.strip()[:300]}")
             return
         folded = os.path.join(out_dir, f"{tag}.folded")
@@ -555,7 +562,8 @@ class Suite:
         with open(os.path.join(out_dir, f"{tag}.json"), "w") as f:
             json.dump({"workload": name, "variant": variant, "clients": clients, "sync": sync,
                        "tps": res["tps"], "samples": samples, "hz": 499,
-                       "perf_secs": max(2, duration - 2)}, f)
+                       "perf_secs": round(perf["secs"], 2),
+                       "started": time.strftime("%Y-%m-%dT%H:%M:%S")}, f)
         log(f" {res['tps'] or 0:.0f} tps, {samples} samples")
 
     def run(self):
