@@ -1,18 +1,22 @@
 -- idem_call and its error classification (src/call.rs).
 
+CREATE TYPE @extschema@.idem_call_result AS (
+    outcome         @extschema@.idem_outcome,
+    response        pg_catalog.jsonb,
+    failure_code    pg_catalog.text,
+    failure_message pg_catalog.text,
+    attempt         pg_catalog.int4
+);
+COMMENT ON TYPE @extschema@.idem_call_result IS 'What idem_call returns';
+
 CREATE FUNCTION @extschema@.idem_call(
     scope pg_catalog.text,
     key pg_catalog.text,
     request pg_catalog.jsonb,
     fn pg_catalog.regprocedure,
     lease pg_catalog.interval DEFAULT '5 minutes',
-    retention pg_catalog.interval DEFAULT '24 hours',
-    OUT outcome @extschema@.idem_outcome,
-    OUT response pg_catalog.jsonb,
-    OUT failure_code pg_catalog.text,
-    OUT failure_message pg_catalog.text,
-    OUT attempt pg_catalog.int4
-) RETURNS record
+    retention pg_catalog.interval DEFAULT '24 hours'
+) RETURNS @extschema@.idem_call_result
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'idem_call';
 COMMENT ON FUNCTION @extschema@.idem_call IS

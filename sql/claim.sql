@@ -2,22 +2,28 @@
 -- so they can take jsonb and intervals as raw datums and return one composite row.
 -- Their SQL is fully schema-qualified, so the caller's search_path cannot redirect it.
 
+-- A named row type rather than OUT parameters: the executor takes a named type's descriptor
+-- from its type cache, while OUT parameters are decoded from pg_proc on every execution.
+CREATE TYPE @extschema@.idem_claim_result AS (
+    outcome         @extschema@.idem_outcome,
+    attempt         pg_catalog.int4,
+    response        pg_catalog.jsonb,
+    recovery_point  pg_catalog.text,
+    failure_code    pg_catalog.text,
+    failure_message pg_catalog.text,
+    locked_until    pg_catalog.timestamptz,
+    expires_at      pg_catalog.timestamptz
+);
+COMMENT ON TYPE @extschema@.idem_claim_result IS 'What idem_claim returns';
+
 CREATE FUNCTION @extschema@.idem_claim(
     scope pg_catalog.text,
     key pg_catalog.text,
     request_hash pg_catalog.text,
     lease pg_catalog.interval DEFAULT '5 minutes',
     retention pg_catalog.interval DEFAULT '24 hours',
-    claimed_by pg_catalog.text DEFAULT NULL,
-    OUT outcome @extschema@.idem_outcome,
-    OUT attempt pg_catalog.int4,
-    OUT response pg_catalog.jsonb,
-    OUT recovery_point pg_catalog.text,
-    OUT failure_code pg_catalog.text,
-    OUT failure_message pg_catalog.text,
-    OUT locked_until pg_catalog.timestamptz,
-    OUT expires_at pg_catalog.timestamptz
-) RETURNS record
+    claimed_by pg_catalog.text DEFAULT NULL
+) RETURNS @extschema@.idem_claim_result
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'idem_claim';
 COMMENT ON FUNCTION @extschema@.idem_claim IS

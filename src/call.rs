@@ -208,7 +208,7 @@ impl Answer {
     }
 
     /// Form the row in `target` (the caller's memory), copying values out of SPI memory.
-    fn form(&self, site: &claim::CallSite, target: pg_sys::MemoryContext) -> Datum {
+    fn form(&self, site: &crate::call_site::CallSite, target: pg_sys::MemoryContext) -> Datum {
         let values = [
             Some(site.outcome_datum(self.outcome)),
             self.response,
@@ -247,7 +247,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
                 })?,
             input::positive_interval("lease", args::interval(fcinfo, 4))?,
             input::positive_interval("retention", args::interval(fcinfo, 5))?,
-            claim::call_site(fcinfo)?,
+            crate::call_site::call_site(fcinfo)?,
         )
     };
     check_function(fn_oid)?;

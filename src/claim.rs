@@ -14,13 +14,15 @@ use core::ffi::CStr;
 
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
-use pgrx::{PgMemoryContexts, PgTupleDesc};
+use pgrx::PgMemoryContexts;
 
 use crate::args::{self, function_info_v1};
+use crate::call_site::{CallSite, call_site};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
 use crate::lookup::{self, Lookup, Record};
 use crate::plans::{Arg, Conn, Rows, Statement};
+use crate::write::{Values, Writer, col};
 
 /// `idem_outcome`, in the enum's order.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -86,8 +88,12 @@ impl Status {
     }
 
     pub(crate) fn label(self) -> &'static str {
-        let index = STATUSES.iter().position(|s| *s == self).unwrap_or(0);
-        lookup::STATUS_LABELS[index].to_str().unwrap_or("?")
+        lookup::STATUS_LABELS[self.index()].to_str().unwrap_or("?")
+    }
+
+    /// Position in `idem_status` (and [`lookup::Catalog::statuses`]).
+    pub(crate) fn index(self) -> usize {
+        STATUSES.iter().position(|s| *s == self).unwrap_or(0)
     }
 }
 
@@ -190,7 +196,7 @@ pub(crate) fn int4_arg(value: Option<i32>) -> Arg {
     value.map(Datum::from)
 }
 
-fn text_datum(bytes: &[u8]) -> Datum {
+pub(crate) fn text_datum(bytes: &[u8]) -> Datum {
     // SAFETY: copies `bytes` into a new palloc'd text.
     unsafe {
         Datum::from(pg_sys::cstring_to_text_with_len(
@@ -413,6 +419,67 @@ fn try_lock_key(args: &ClaimArgs<'_>) -> Result<bool> {
     Ok(locked == Some(true))
 }
 
+/// `timestamp + interval`, as SQL's `+` computes it (in the session's time zone).
+pub(crate) fn add_interval(timestamp: i64, interval: Datum) -> i64 {
+    // SAFETY: the built-in timestamptz_pl_interval on a timestamptz and an interval datum.
+    unsafe {
+        pgrx::direct_function_call::<i64>(
+            pg_sys::timestamptz_pl_interval,
+            &[Some(Datum::from(timestamp)), Some(interval)],
+        )
+    }
+    .unwrap_or(timestamp)
+}
+
+/// What a claim of a key with no record did when it tried to write directly.
+enum NewKey {
+    Claimed(Claimed),
+    /// A record appeared before the key's lock was ours: decide on it.
+    Found(Row),
+    /// The direct write is not possible here: go through SQL.
+    UseSql,
+}
+
+/// Insert a new record for a key the first read did not find, without SQL (see `write.rs`).
+fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<NewKey> {
+    let Some(mut writer) = Writer::open(&lookup.catalog, pg_sys::ACL_INSERT) else {
+        return Ok(NewKey::UseSql);
+    };
+    if !try_lock_key(args)? {
+        return Ok(NewKey::Claimed(Claimed::unseen_active()));
+    }
+    // Whoever inserts this key holds its lock until they commit, so a read with a snapshot
+    // taken now sees every record of it there will be until we commit.
+    lookup.refresh();
+    if let Some(record) = lookup.find(text_datum(args.scope), text_datum(args.key))? {
+        return Ok(NewKey::Found(Row::from(record)));
+    }
+    let locked_until = add_interval(now, args.lease);
+    let expires_at = add_interval(now, args.retention);
+    let mut values: Values = [None; 17];
+    values[col::SCOPE] = text_arg(args.scope);
+    values[col::KEY] = text_arg(args.key);
+    values[col::REQUEST_HASH] = text_arg(args.hash);
+    values[col::STATUS] = Some(Datum::from(lookup.catalog.statuses[Status::Processing.index()]));
+    values[col::ATTEMPT] = Some(Datum::from(1_i32));
+    values[col::CLAIMED_BY] = opt_text_arg(args.claimed_by);
+    values[col::CLAIMED_AT] = Some(Datum::from(now));
+    values[col::LOCKED_UNTIL] = Some(Datum::from(locked_until));
+    values[col::LEASE] = Some(args.lease);
+    values[col::RETENTION] = Some(args.retention);
+    values[col::CREATED_AT] = Some(Datum::from(now));
+    values[col::UPDATED_AT] = Some(Datum::from(now));
+    values[col::EXPIRES_AT] = Some(Datum::from(expires_at));
+    writer.insert(&values)?;
+    Ok(NewKey::Claimed(Claimed {
+        outcome: Some(Outcome::NewClaim),
+        attempt: Some(1),
+        locked_until: Some(locked_until),
+        expires_at: Some(expires_at),
+        ..Default::default()
+    }))
+}
+
 /// Claim `args` on `conn`, reading the record through SQL (used by `idem_call`).
 pub(crate) fn claim_on(conn: &Conn, args: &ClaimArgs<'_>) -> Result<Claimed> {
     // SAFETY: reads the transaction's start time.
@@ -464,89 +531,13 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
     Ok(Claimed::unseen_active())
 }
 
-/// Per call site: the blessed result descriptor and the `idem_outcome` label OIDs.
-pub(crate) struct CallSite {
-    pub(crate) tupdesc: pg_sys::TupleDesc,
-    pub(crate) outcomes: [Oid; 6],
-}
-
-impl CallSite {
-    /// The `idem_outcome` label OID of `outcome`, as a datum.
-    pub(crate) fn outcome_datum(&self, outcome: Outcome) -> Datum {
-        let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
-        Datum::from(self.outcomes[index])
-    }
-}
-
-/// # Safety
-/// `fcinfo` is a call of a function returning a row whose first column is `idem_outcome`.
-pub(crate) unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'static CallSite> {
-    unsafe {
-        let flinfo = (*fcinfo).flinfo;
-        if !(*flinfo).fn_extra.is_null() {
-            return Ok(&*((*flinfo).fn_extra as *const CallSite));
-        }
-        let site =
-            PgMemoryContexts::For((*flinfo).fn_mcxt).switch_to(|_| -> Result<*mut CallSite> {
-                let mut tupdesc: pg_sys::TupleDesc = core::ptr::null_mut();
-                let kind =
-                    pg_sys::get_call_result_type(fcinfo, core::ptr::null_mut(), &mut tupdesc);
-                if kind != pg_sys::TypeFuncClass::TYPEFUNC_COMPOSITE || tupdesc.is_null() {
-                    return Err(IdemError::new(
-                        errors::INTERNAL_ERROR,
-                        "the function must return a row",
-                    ));
-                }
-                let tupdesc = pg_sys::BlessTupleDesc(tupdesc);
-                let outcome_type = PgTupleDesc::from_pg_unchecked(tupdesc)
-                    .get(0)
-                    .map(|attr| attr.atttypid)
-                    .ok_or_else(|| {
-                        IdemError::new(errors::INTERNAL_ERROR, "the result row has no columns")
-                    })?;
-                let mut outcomes = [pg_sys::InvalidOid; 6];
-                for (slot, outcome) in outcomes.iter_mut().zip(Outcome::ALL) {
-                    *slot = enum_label_oid(outcome_type, outcome.label())?;
-                }
-                let site = pg_sys::palloc(core::mem::size_of::<CallSite>()) as *mut CallSite;
-                site.write(CallSite { tupdesc, outcomes });
-                Ok(site)
-            })?;
-        (*flinfo).fn_extra = site.cast();
-        Ok(&*site)
-    }
-}
-
-pub(crate) fn enum_label_oid(enum_type: Oid, label: &CStr) -> Result<Oid> {
-    // SAFETY: a syscache lookup by (enum type, label); the tuple is released before returning.
-    unsafe {
-        let tuple = pg_sys::SearchSysCache(
-            pg_sys::SysCacheIdentifier::ENUMTYPOIDNAME as _,
-            Datum::from(enum_type),
-            Datum::from(label.as_ptr()),
-            Datum::from(0),
-            Datum::from(0),
-        );
-        if tuple.is_null() {
-            return Err(IdemError::new(
-                errors::INTERNAL_ERROR,
-                format!("idem_outcome has no label {label:?}"),
-            ));
-        }
-        let oid = (*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_enum)).oid;
-        pg_sys::ReleaseSysCache(tuple);
-        Ok(oid)
-    }
-}
-
 /// Form the result row in `target` (the caller's memory), copying values out of SPI memory.
 fn form_row(site: &CallSite, claimed: &Claimed, target: pg_sys::MemoryContext) -> Result<Datum> {
     let outcome = claimed
         .outcome
         .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "claim produced no outcome"))?;
-    let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
     let values: [Option<Datum>; 8] = [
-        Some(Datum::from(site.outcomes[index])),
+        Some(site.outcome_datum(outcome)),
         claimed.attempt.map(Datum::from),
         claimed.response,
         claimed.recovery_point,
@@ -598,6 +589,18 @@ fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
         let claimed = Claimed::from_row(outcome, row);
         crate::metrics::count_claim(claimed.outcome);
         return form_row(site, &claimed, caller);
+    }
+    // A new key is inserted directly where the table allows it.
+    let mut seen = seen;
+    if let (Some(None), Some(direct)) = (&seen, lookup.as_mut()) {
+        match claim_new_key(direct, &args, now)? {
+            NewKey::Claimed(claimed) => {
+                crate::metrics::count_claim(claimed.outcome);
+                return form_row(site, &claimed, caller);
+            }
+            NewKey::Found(row) => seen = Some(Some(row)),
+            NewKey::UseSql => {}
+        }
     }
     let conn = Conn::open()?;
     let first = match seen {

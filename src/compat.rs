@@ -17,7 +17,8 @@
 //! | `ProcessUtility_hook` / `standard_ProcessUtility` | PG14+ add `readOnlyTree: bool` (3rd arg) | add a shim when a hook is written |
 //! | `SPI_execute_extended`, `SPI_prepare_extended`, `SPI_execute_plan_extended` | PG14+ only | use `SPI_execute_with_args` / pgrx's `Spi` |
 //! | `heap_form_tuple`, `heap_fill_tuple`, ... | `values`/`isnull` are `*mut` before 17, `*const` from 17 | pass `as_mut_ptr()`: coerces to both |
-//! | `simple_heap_update`, `heap_update` | PG16+ add `update_indexes` | prefer SPI over heap access |
+//! | `ExecInsertIndexTuples` | PG13 takes the relation from `estate`; PG14 adds `resultRelInfo`, `update`; PG16 adds `onlySummarizing` | [`insert_index_tuples`] |
+//! | table AM `tuple_update` | `update_indexes` is a `bool` before 16, a `TU_UpdateIndexes` from 16 | [`tuple_update`] |
 //! | `shmem_request_hook` | PG15+; before, request shmem directly in `_PG_init` | pgrx's `pg_shmem_init!` handles it |
 //! | `escape_json` | same in all; PG18 adds `escape_json_with_len`/`escape_json_text` | use `escape_json` |
 //! | `JsonbIteratorInit`/`JsonbIteratorNext`, `pushJsonbValue` | same signatures 13..18 | no shim needed |
@@ -94,6 +95,118 @@ pub unsafe fn rethrow_error(edata: *mut pg_sys::ErrorData) -> ! {
     #[allow(unreachable_code)]
     {
         unreachable!("ReThrowError returned")
+    }
+}
+
+/// Which index entries an updated row version needs (PG16's `TU_UpdateIndexes`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum IndexUpdate {
+    /// A HOT update: none.
+    None,
+    All,
+    /// Only summarizing indexes (BRIN), PG16+.
+    Summarizing,
+}
+
+/// The table AM's `tuple_update` (what `table_tuple_update` calls), waiting for a concurrent
+/// writer, without a crosscheck snapshot; with the index entries the new version needs.
+///
+/// # Safety
+/// As `table_tuple_update`: `rel` open with RowExclusiveLock, `slot` of its descriptor.
+pub unsafe fn tuple_update(
+    rel: pg_sys::Relation,
+    tid: &mut pg_sys::ItemPointerData,
+    slot: *mut pg_sys::TupleTableSlot,
+    cid: pg_sys::CommandId,
+    snapshot: pg_sys::Snapshot,
+) -> (pg_sys::TM_Result::Type, IndexUpdate) {
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        let Some(update) = (*(*rel).rd_tableam).tuple_update else {
+            return (pg_sys::TM_Result::TM_Invisible, IndexUpdate::None);
+        };
+        let mut tmfd: pg_sys::TM_FailureData = core::mem::zeroed();
+        let mut lockmode: pg_sys::LockTupleMode::Type = 0;
+        #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+        {
+            let mut indexes = false;
+            let result = update(
+                rel,
+                tid,
+                slot,
+                cid,
+                snapshot,
+                core::ptr::null_mut(),
+                true,
+                &mut tmfd,
+                &mut lockmode,
+                &mut indexes,
+            );
+            let indexes = if indexes { IndexUpdate::All } else { IndexUpdate::None };
+            (result, indexes)
+        }
+        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+        {
+            let mut indexes: pg_sys::TU_UpdateIndexes::Type = pg_sys::TU_UpdateIndexes::TU_None;
+            let result = update(
+                rel,
+                tid,
+                slot,
+                cid,
+                snapshot,
+                core::ptr::null_mut(),
+                true,
+                &mut tmfd,
+                &mut lockmode,
+                &mut indexes,
+            );
+            let indexes = match indexes {
+                pg_sys::TU_UpdateIndexes::TU_All => IndexUpdate::All,
+                pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexUpdate::Summarizing,
+                _ => IndexUpdate::None,
+            };
+            (result, indexes)
+        }
+    }
+}
+
+/// `ExecInsertIndexTuples` for the row in `slot` (just inserted, or the new version of an
+/// update when `update`), as `which` says; no ON CONFLICT arbiters.
+///
+/// # Safety
+/// `rri` initialised with its indexes open (`ExecOpenIndices`), `slot` holding a stored row.
+pub unsafe fn insert_index_tuples(
+    rri: *mut pg_sys::ResultRelInfo,
+    slot: *mut pg_sys::TupleTableSlot,
+    estate: *mut pg_sys::EState,
+    which: IndexUpdate,
+    update: bool,
+) {
+    if which == IndexUpdate::None {
+        return;
+    }
+    // SAFETY: forwarded to the caller.
+    unsafe {
+        let (no_conflict, no_arbiters) = (core::ptr::null_mut(), core::ptr::null_mut());
+        #[cfg(feature = "pg13")]
+        {
+            let _ = update;
+            (*estate).es_result_relation_info = rri;
+            pg_sys::ExecInsertIndexTuples(slot, estate, false, no_conflict, no_arbiters);
+        }
+        #[cfg(any(feature = "pg14", feature = "pg15"))]
+        pg_sys::ExecInsertIndexTuples(rri, slot, estate, update, false, no_conflict, no_arbiters);
+        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+        pg_sys::ExecInsertIndexTuples(
+            rri,
+            slot,
+            estate,
+            update,
+            false,
+            no_conflict,
+            no_arbiters,
+            which == IndexUpdate::Summarizing,
+        );
     }
 }
 

@@ -9,11 +9,14 @@ use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
 use crate::claim::{
-    INT4, INTERVAL, JSONB, Status, TEXT, by_key, datum_bytes, int4_arg, opt_text_arg, text_arg,
+    INT4, INTERVAL, JSONB, Status, TEXT, add_interval, by_key, datum_bytes, int4_arg,
+    opt_text_arg, text_arg, text_datum,
 };
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
+use crate::lookup::Lookup;
 use crate::plans::{Conn, Statement};
+use crate::write::{Values, Writer, col};
 
 /// The condition for changing an attempt: processing, and the caller's attempt if given.
 macro_rules! current_attempt {
@@ -193,6 +196,67 @@ fn diagnose(
     }
 }
 
+/// How a processing attempt ends: the record's new status and outcome columns.
+struct Ending {
+    status: Status,
+    response: Option<Datum>,
+    failure_code: Option<Datum>,
+    failure_message: Option<Datum>,
+}
+
+/// End the current attempt of (scope, key) without SQL (see `write.rs`). `false`: nothing was
+/// written; the caller goes through SQL, which also explains a record that is not processing.
+fn finish_directly(scope: &[u8], key: &[u8], attempt: Option<i32>, ending: Ending) -> Result<bool> {
+    let Some(mut lookup) = Lookup::open()? else {
+        return Ok(false);
+    };
+    let Some(mut writer) = Writer::open(&lookup.catalog, pg_sys::ACL_UPDATE) else {
+        return Ok(false);
+    };
+    let Some(record) = lookup.find(text_datum(scope), text_datum(key))? else {
+        return Ok(false);
+    };
+    if record.status != Status::Processing.index()
+        || attempt.is_some_and(|given| given != record.attempt)
+    {
+        return Ok(false);
+    }
+    let (slot, snapshot) = lookup.found();
+    // SAFETY: reads the stored row's 17 columns from the slot that holds it.
+    let (mut values, tid) = unsafe {
+        pg_sys::slot_getsomeattrs_int(slot, 17);
+        let mut values: Values = [None; 17];
+        for (i, value) in values.iter_mut().enumerate() {
+            if !*(*slot).tts_isnull.add(i) {
+                *value = Some(*(*slot).tts_values.add(i));
+            }
+        }
+        (values, (*slot).tts_tid)
+    };
+    // SAFETY: reads the transaction's start time (SQL's now()).
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let (Some(created_at), Some(retention), Some(expires_at)) = (
+        values[col::CREATED_AT],
+        values[col::RETENTION],
+        values[col::EXPIRES_AT],
+    ) else {
+        return Ok(false);
+    };
+    if now < created_at.value() as i64 {
+        // Claimed after this transaction began: SQL reports requests_times_check.
+        return Ok(false);
+    }
+    let expires_at = (expires_at.value() as i64).max(add_interval(now, retention));
+    values[col::STATUS] = Some(Datum::from(lookup.catalog.statuses[ending.status.index()]));
+    values[col::RESPONSE] = ending.response;
+    values[col::FAILURE_CODE] = ending.failure_code;
+    values[col::FAILURE_MESSAGE] = ending.failure_message;
+    values[col::LOCKED_UNTIL] = None;
+    values[col::UPDATED_AT] = Some(Datum::from(now));
+    values[col::EXPIRES_AT] = Some(Datum::from(expires_at));
+    Ok(writer.update(tid, snapshot, &values))
+}
+
 fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_complete(text, text, jsonb, int4).
     let (scope, key, response, attempt) = unsafe {
@@ -203,6 +267,16 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
             args::int4(fcinfo, 3),
         )
     };
+    let ending = Ending {
+        status: Status::Succeeded,
+        response,
+        failure_code: None,
+        failure_message: None,
+    };
+    if finish_directly(scope, key, attempt, ending)? {
+        crate::metrics::count_completion();
+        return Ok(());
+    }
     let conn = Conn::open()?;
     let changed = COMPLETE.run(
         &conn,
@@ -256,6 +330,16 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     } else {
         &FAIL_FINAL
     };
+    let ending = Ending {
+        status: target,
+        response: None,
+        failure_code: opt_text_arg(code),
+        failure_message: opt_text_arg(message),
+    };
+    if finish_directly(scope, key, attempt, ending)? {
+        crate::metrics::count_failure();
+        return Ok(());
+    }
     let conn = Conn::open()?;
     let changed = statement.run(
         &conn,

@@ -14,6 +14,7 @@ use pgrx::prelude::*;
 
 mod args;
 pub mod call;
+mod call_site;
 pub mod canonical;
 pub mod claim;
 pub mod compat;
@@ -33,6 +34,7 @@ mod schema;
 mod settings;
 pub mod versions;
 mod worker;
+mod write;
 
 ::pgrx::pg_module_magic!(name, version);
 

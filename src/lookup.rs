@@ -39,12 +39,14 @@ pub const STATUS_LABELS: [&CStr; 4] = [
 ];
 
 #[derive(Clone, Copy)]
-struct Catalog {
-    table: Oid,
+pub struct Catalog {
+    pub table: Oid,
     index: Oid,
     attnums: [AttrNumber; COLUMNS.len()],
     max_attnum: AttrNumber,
-    statuses: [Oid; 4],
+    pub statuses: [Oid; 4],
+    /// The table is exactly as the extension created it: `write.rs` may write it directly.
+    pub direct_writes: bool,
 }
 
 thread_local! {
@@ -96,7 +98,7 @@ fn load_catalog() -> Result<Catalog> {
         let status_type = pg_sys::get_atttype(table, attnums[1]);
         let mut statuses = [pg_sys::InvalidOid; 4];
         for (slot, label) in statuses.iter_mut().zip(STATUS_LABELS) {
-            *slot = crate::claim::enum_label_oid(status_type, label)?;
+            *slot = crate::call_site::enum_label_oid(status_type, label)?;
         }
         let max_attnum = attnums.iter().copied().max().unwrap_or(0);
         let catalog = Catalog {
@@ -105,6 +107,7 @@ fn load_catalog() -> Result<Catalog> {
             attnums,
             max_attnum,
             statuses,
+            direct_writes: crate::write::table_is_pristine(table),
         };
         CATALOG.with(|c| c.set(Some(catalog)));
         Ok(catalog)
@@ -128,7 +131,7 @@ pub struct Record {
 
 /// An open index scan of `idempotency.requests`; closed when dropped.
 pub struct Lookup {
-    catalog: Catalog,
+    pub catalog: Catalog,
     heap: pg_sys::Relation,
     index: pg_sys::Relation,
     snapshot: pg_sys::Snapshot,
@@ -174,6 +177,24 @@ impl Lookup {
                 slot,
             }))
         }
+    }
+
+    /// Read with a new snapshot from now on (under READ COMMITTED: one that sees everything
+    /// committed so far).
+    pub fn refresh(&mut self) {
+        // SAFETY: replaces the scan and its registered snapshot with new ones.
+        unsafe {
+            pg_sys::index_endscan(self.scan);
+            pg_sys::UnregisterSnapshot(self.snapshot);
+            self.snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
+            self.scan = compat::index_beginscan(self.heap, self.index, self.snapshot, 2, 0);
+        }
+    }
+
+    /// The slot holding the row the last [`Lookup::find`] returned, and the snapshot it was
+    /// read with.
+    pub fn found(&self) -> (*mut pg_sys::TupleTableSlot, pg_sys::Snapshot) {
+        (self.slot, self.snapshot)
     }
 
     /// The record of (scope, key) as of a fresh snapshot, if any.

@@ -1,0 +1,253 @@
+//! Direct writes on the hot path: a new record inserted, a processing record finished, without
+//! SPI or a second executor (the way logical replication's apply worker writes rows).
+//!
+//! Through SQL, a new claim + complete costs two more executor cycles, two SPI connections and
+//! the parsing of the table's eight CHECK constraints, which `ExecConstraints` does again for
+//! every statement (~40 µs of ~250; see docs/benchmarks.md). Here the row goes straight to the
+//! table AM and its index entries to `ExecInsertIndexTuples`. The rows written here satisfy the
+//! CHECK constraints by construction: every input is validated first, and the two conditions
+//! that depend on the stored row are checked in Rust (`finish.rs`: `finish_directly`).
+//!
+//! Callers write through SQL instead whenever one of these does not hold:
+//! - the table is exactly as the extension created it ([`table_is_pristine`]: its 17 columns,
+//!   NOT NULLs and 8 CHECK constraints; no triggers, rules, identity or generated columns),
+//!   re-checked whenever its relcache entry is invalidated;
+//! - the caller holds the table privilege (SQL raises the error) and row-level security is off;
+//! - the transaction is READ COMMITTED (SQL raises serialization failures in stricter levels);
+//! - for an update: nobody changed the row since it was read (SQL re-reads it, as UPDATE does).
+
+use core::ffi::{CStr, c_int};
+
+use pgrx::PgTupleDesc;
+use pgrx::pg_sys::{self, Datum, Oid};
+
+use crate::compat::{self, IndexUpdate};
+use crate::errors::{self, IdemError, Result};
+use crate::lookup::Catalog;
+
+/// The table's columns, in order.
+const COLUMNS: [&CStr; 17] = [
+    c"scope",
+    c"key",
+    c"request_hash",
+    c"status",
+    c"attempt",
+    c"response",
+    c"recovery_point",
+    c"failure_code",
+    c"failure_message",
+    c"claimed_by",
+    c"claimed_at",
+    c"locked_until",
+    c"lease",
+    c"retention",
+    c"created_at",
+    c"updated_at",
+    c"expires_at",
+];
+const NOT_NULL: [bool; 17] = [
+    true, true, true, true, true, false, false, false, false, false, true, false, true, true,
+    true, true, true,
+];
+const CHECKS: [&CStr; 8] = [
+    c"requests_scope_check",
+    c"requests_key_check",
+    c"requests_request_hash_check",
+    c"requests_attempt_check",
+    c"requests_lease_check",
+    c"requests_response_check",
+    c"requests_intervals_check",
+    c"requests_times_check",
+];
+
+/// Column positions (0-based) in [`COLUMNS`].
+pub mod col {
+    pub const SCOPE: usize = 0;
+    pub const KEY: usize = 1;
+    pub const REQUEST_HASH: usize = 2;
+    pub const STATUS: usize = 3;
+    pub const ATTEMPT: usize = 4;
+    pub const RESPONSE: usize = 5;
+    pub const FAILURE_CODE: usize = 7;
+    pub const FAILURE_MESSAGE: usize = 8;
+    pub const CLAIMED_BY: usize = 9;
+    pub const CLAIMED_AT: usize = 10;
+    pub const LOCKED_UNTIL: usize = 11;
+    pub const LEASE: usize = 12;
+    pub const RETENTION: usize = 13;
+    pub const CREATED_AT: usize = 14;
+    pub const UPDATED_AT: usize = 15;
+    pub const EXPIRES_AT: usize = 16;
+}
+
+/// A row to write: one value per column, `None` for NULL.
+pub type Values = [Option<Datum>; 17];
+
+/// Is `table` exactly as sql/bootstrap.sql created it?
+pub fn table_is_pristine(table: Oid) -> bool {
+    // SAFETY: reads the relcache entry of an open relation.
+    unsafe {
+        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        let pristine = is_pristine(rel);
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+        pristine
+    }
+}
+
+unsafe fn is_pristine(rel: pg_sys::Relation) -> bool {
+    // SAFETY: an open relation's form, descriptor and constraints.
+    unsafe {
+        let form = &*(*rel).rd_rel;
+        if form.relkind != pg_sys::RELKIND_RELATION as core::ffi::c_char
+            || form.relhastriggers
+            || form.relhasrules
+        {
+            return false;
+        }
+        let tupdesc = PgTupleDesc::from_pg_unchecked((*rel).rd_att);
+        if tupdesc.len() != COLUMNS.len() {
+            return false;
+        }
+        for (i, attr) in tupdesc.iter().enumerate() {
+            let name = CStr::from_ptr(attr.attname.data.as_ptr());
+            if attr.attisdropped
+                || name != COLUMNS[i]
+                || attr.attnotnull != NOT_NULL[i]
+                || attr.attgenerated != 0
+                || attr.attidentity != 0
+            {
+                return false;
+            }
+        }
+        let constr = (*(*rel).rd_att).constr;
+        if constr.is_null() || (*constr).num_check as usize != CHECKS.len() {
+            return false;
+        }
+        let checks = core::slice::from_raw_parts((*constr).check, CHECKS.len());
+        checks
+            .iter()
+            .all(|check| CHECKS.contains(&CStr::from_ptr(check.ccname)))
+    }
+}
+
+/// The table opened for writing, with its indexes; closed when dropped.
+pub struct Writer {
+    heap: pg_sys::Relation,
+    estate: *mut pg_sys::EState,
+    rri: *mut pg_sys::ResultRelInfo,
+    slot: *mut pg_sys::TupleTableSlot,
+}
+
+impl Writer {
+    /// The table opened for writes with `privilege`, or `None` when the caller must write
+    /// through SQL (see the module's list; row-level security is [`crate::lookup::Lookup`]'s
+    /// check, made before this).
+    pub fn open(catalog: &Catalog, privilege: u32) -> Option<Writer> {
+        // SAFETY: reads the transaction's isolation level and checks a table privilege.
+        let allowed = unsafe {
+            catalog.direct_writes
+                && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as c_int
+                && pg_sys::pg_class_aclcheck(
+                    catalog.table,
+                    pg_sys::GetUserId(),
+                    privilege as pg_sys::AclMode,
+                ) == pg_sys::AclResult::ACLCHECK_OK
+        };
+        if !allowed {
+            return None;
+        }
+        // SAFETY: the executor's set-up for writing one relation, in an executor state of its
+        // own (freed in Drop); RowExclusiveLock is held to the end of the transaction.
+        unsafe {
+            let heap = pg_sys::table_open(catalog.table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let estate = pg_sys::CreateExecutorState();
+            let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
+            let rri = pg_sys::palloc0(core::mem::size_of::<pg_sys::ResultRelInfo>())
+                as *mut pg_sys::ResultRelInfo;
+            pg_sys::InitResultRelInfo(rri, heap, 1, core::ptr::null_mut(), 0);
+            pg_sys::ExecOpenIndices(rri, false);
+            let slot = pg_sys::table_slot_create(heap, core::ptr::null_mut());
+            pg_sys::MemoryContextSwitchTo(old);
+            Some(Writer {
+                heap,
+                estate,
+                rri,
+                slot,
+            })
+        }
+    }
+
+    fn store(&mut self, values: &Values) {
+        // SAFETY: a slot of this table's descriptor, which has exactly these 17 columns.
+        unsafe {
+            pg_sys::ExecClearTuple(self.slot);
+            let datums = (*self.slot).tts_values;
+            let nulls = (*self.slot).tts_isnull;
+            for (i, value) in values.iter().enumerate() {
+                *datums.add(i) = value.unwrap_or(Datum::from(0));
+                *nulls.add(i) = value.is_none();
+            }
+            pg_sys::ExecStoreVirtualTuple(self.slot);
+        }
+    }
+
+    /// Insert a row and its index entries; visible to the transaction's next command.
+    pub fn insert(&mut self, values: &Values) -> Result<()> {
+        self.store(values);
+        // SAFETY: the table AM's insert and the executor's index insertion, as ExecInsert
+        // does them for a table without triggers.
+        unsafe {
+            let cid = pg_sys::GetCurrentCommandId(true);
+            let insert = (*(*self.heap).rd_tableam).tuple_insert.ok_or_else(|| {
+                IdemError::new(errors::INTERNAL_ERROR, "the table's access method cannot insert")
+            })?;
+            insert(self.heap, self.slot, cid, 0, core::ptr::null_mut());
+            compat::insert_index_tuples(self.rri, self.slot, self.estate, IndexUpdate::All, false);
+            pg_sys::CommandCounterIncrement();
+        }
+        Ok(())
+    }
+
+    /// Replace the row version `tid` (read with `snapshot`) by `values`. `false`: someone
+    /// changed or deleted that version first (after we waited for them); nothing was written.
+    pub fn update(
+        &mut self,
+        mut tid: pg_sys::ItemPointerData,
+        snapshot: pg_sys::Snapshot,
+        values: &Values,
+    ) -> bool {
+        self.store(values);
+        // SAFETY: the table AM's update, waiting for a concurrent writer as UPDATE does, then
+        // new index entries unless the update was HOT.
+        unsafe {
+            pg_sys::CheckCmdReplicaIdentity(self.heap, pg_sys::CmdType::CMD_UPDATE);
+            let cid = pg_sys::GetCurrentCommandId(true);
+            let (result, indexes) = compat::tuple_update(self.heap, &mut tid, self.slot, cid, snapshot);
+            if result != pg_sys::TM_Result::TM_Ok {
+                return false;
+            }
+            // `update = false`: true would have Postgres read the updated columns from the
+            // executor's range table, which a direct write does not have. It only withholds
+            // a hint from btree's bottom-up deletion.
+            compat::insert_index_tuples(self.rri, self.slot, self.estate, indexes, false);
+            pg_sys::CommandCounterIncrement();
+            true
+        }
+    }
+}
+
+impl Drop for Writer {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The transaction is aborting: its resource owner releases all of this.
+            return;
+        }
+        // SAFETY: each resource was acquired in `open` and is released once, in reverse.
+        unsafe {
+            pg_sys::ExecDropSingleTupleTableSlot(self.slot);
+            pg_sys::ExecCloseIndices(self.rri);
+            pg_sys::FreeExecutorState(self.estate);
+            pg_sys::table_close(self.heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+        }
+    }
+}
