@@ -297,6 +297,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         if crate::finish::COMPLETE.run(&conn, &args)?.is_empty() {
             return Err(record_vanished(scope, key, "complete"));
         }
+        crate::metrics::count_write(false);
         crate::metrics::count_completion();
         let answer = Answer {
             outcome,
@@ -334,6 +335,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
     if crate::finish::FAIL_FINAL.run(&conn, &args)?.is_empty() {
         return Err(record_vanished(scope, key, "fail"));
     }
+    crate::metrics::count_write(false);
     crate::metrics::count_failure();
     let answer = Answer {
         outcome: Outcome::FinalFailure,

@@ -12,9 +12,9 @@
 
 use core::ffi::CStr;
 
+use pgrx::PgMemoryContexts;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
-use pgrx::PgMemoryContexts;
 
 use crate::args::{self, function_info_v1};
 use crate::call_site::{CallSite, call_site};
@@ -460,7 +460,9 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<
     values[col::SCOPE] = text_arg(args.scope);
     values[col::KEY] = text_arg(args.key);
     values[col::REQUEST_HASH] = text_arg(args.hash);
-    values[col::STATUS] = Some(Datum::from(lookup.catalog.statuses[Status::Processing.index()]));
+    values[col::STATUS] = Some(Datum::from(
+        lookup.catalog.statuses[Status::Processing.index()],
+    ));
     values[col::ATTEMPT] = Some(Datum::from(1_i32));
     values[col::CLAIMED_BY] = opt_text_arg(args.claimed_by);
     values[col::CLAIMED_AT] = Some(Datum::from(now));
@@ -471,6 +473,7 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<
     values[col::UPDATED_AT] = Some(Datum::from(now));
     values[col::EXPIRES_AT] = Some(Datum::from(expires_at));
     writer.insert(&values)?;
+    crate::metrics::count_write(true);
     Ok(NewKey::Claimed(Claimed {
         outcome: Some(Outcome::NewClaim),
         attempt: Some(1),
@@ -498,6 +501,7 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
             }
             let inserted = INSERT.run(conn, &args.statement_args())?;
             if !inserted.is_empty() {
+                crate::metrics::count_write(false);
                 return Claimed::made(Outcome::NewClaim, None, inserted);
             }
             // Inserted and committed by someone since our read: look again.
@@ -520,10 +524,12 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
             Verdict::Answer(outcome) => Ok(Claimed::from_row(outcome, &locked)),
             Verdict::TakeOver(outcome) => {
                 let updated = TAKE_OVER.run(conn, &args.statement_args())?;
+                crate::metrics::count_write(false);
                 Claimed::made(outcome, Some(&locked), updated)
             }
             Verdict::Reset => {
                 let updated = RESET.run(conn, &args.statement_args())?;
+                crate::metrics::count_write(false);
                 Claimed::made(Outcome::NewClaim, None, updated)
             }
         };

@@ -142,7 +142,11 @@ pub unsafe fn tuple_update(
                 &mut lockmode,
                 &mut indexes,
             );
-            let indexes = if indexes { IndexUpdate::All } else { IndexUpdate::None };
+            let indexes = if indexes {
+                IndexUpdate::All
+            } else {
+                IndexUpdate::None
+            };
             (result, indexes)
         }
         #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]

@@ -9,8 +9,8 @@ use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
 use crate::claim::{
-    INT4, INTERVAL, JSONB, Status, TEXT, add_interval, by_key, datum_bytes, int4_arg,
-    opt_text_arg, text_arg, text_datum,
+    INT4, INTERVAL, JSONB, Status, TEXT, add_interval, by_key, datum_bytes, int4_arg, opt_text_arg,
+    text_arg, text_datum,
 };
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
@@ -274,6 +274,7 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         failure_message: None,
     };
     if finish_directly(scope, key, attempt, ending)? {
+        crate::metrics::count_write(true);
         crate::metrics::count_completion();
         return Ok(());
     }
@@ -283,6 +284,7 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         &[text_arg(scope), text_arg(key), response, int4_arg(attempt)],
     )?;
     if !changed.is_empty() {
+        crate::metrics::count_write(false);
         crate::metrics::count_completion();
         return Ok(());
     }
@@ -337,6 +339,7 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         failure_message: opt_text_arg(message),
     };
     if finish_directly(scope, key, attempt, ending)? {
+        crate::metrics::count_write(true);
         crate::metrics::count_failure();
         return Ok(());
     }
@@ -352,6 +355,7 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         ],
     )?;
     if !changed.is_empty() {
+        crate::metrics::count_write(false);
         crate::metrics::count_failure();
         return Ok(());
     }

@@ -29,9 +29,11 @@ enum Counter {
     Reclaimed,
     Purged,
     MaintenanceRounds,
+    WritesDirect,
+    WritesSql,
 }
 
-const COUNTERS: usize = 12;
+const COUNTERS: usize = 14;
 
 const NAMES: [&str; COUNTERS] = [
     "claims_new_claim",
@@ -46,6 +48,8 @@ const NAMES: [&str; COUNTERS] = [
     "reclaimed",
     "purged",
     "maintenance_rounds",
+    "writes_direct",
+    "writes_sql",
 ];
 
 type Values = [AtomicU64; COUNTERS];
@@ -149,6 +153,20 @@ pub fn count_round() {
     add(Counter::MaintenanceRounds, 1);
 }
 
+/// A record written by the claim path: directly (`write.rs`) or through SQL (takeovers, and
+/// what the direct path leaves to SQL).
+#[inline]
+pub fn count_write(direct: bool) {
+    add(
+        if direct {
+            Counter::WritesDirect
+        } else {
+            Counter::WritesSql
+        },
+        1,
+    );
+}
+
 fn snapshot() -> Result<Vec<(String, i64)>> {
     let values = values().ok_or_else(|| {
         IdemError::new(
@@ -174,7 +192,7 @@ fn idem_metrics() -> TableIterator<'static, (name!(name, String), name!(value, i
 extension_sql!(
     r#"
 COMMENT ON FUNCTION @extschema@.idem_metrics() IS
-    'Counters since server start: claims by outcome, hash mismatches, completions, failures, reclaimed and purged rows, maintenance rounds';
+    'Counters since server start: claims by outcome, hash mismatches, completions, failures, reclaimed and purged rows, maintenance rounds, records written directly or through SQL';
 REVOKE ALL ON FUNCTION @extschema@.idem_metrics() FROM PUBLIC;
 GRANT EXECUTE ON FUNCTION @extschema@.idem_metrics() TO pg_monitor;
 "#,
@@ -194,6 +212,7 @@ mod tests {
             NAMES[Counter::MaintenanceRounds as usize],
             "maintenance_rounds"
         );
-        assert_eq!(Counter::MaintenanceRounds as usize + 1, COUNTERS);
+        assert_eq!(NAMES[Counter::WritesSql as usize], "writes_sql");
+        assert_eq!(Counter::WritesSql as usize + 1, COUNTERS);
     }
 }

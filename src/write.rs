@@ -46,8 +46,8 @@ const COLUMNS: [&CStr; 17] = [
     c"expires_at",
 ];
 const NOT_NULL: [bool; 17] = [
-    true, true, true, true, true, false, false, false, false, false, true, false, true, true,
-    true, true, true,
+    true, true, true, true, true, false, false, false, false, false, true, false, true, true, true,
+    true, true,
 ];
 const CHECKS: [&CStr; 8] = [
     c"requests_scope_check",
@@ -97,10 +97,11 @@ pub fn table_is_pristine(table: Oid) -> bool {
 unsafe fn is_pristine(rel: pg_sys::Relation) -> bool {
     // SAFETY: an open relation's form, descriptor and constraints.
     unsafe {
-        let form = &*(*rel).rd_rel;
-        if form.relkind != pg_sys::RELKIND_RELATION as core::ffi::c_char
-            || form.relhastriggers
-            || form.relhasrules
+        // relhastriggers / relhasrules stay set after the last one is dropped: ask the
+        // relcache entry, which has a trigger descriptor / rules only while there are some.
+        if (*(*rel).rd_rel).relkind != pg_sys::RELKIND_RELATION as core::ffi::c_char
+            || !(*rel).trigdesc.is_null()
+            || !(*rel).rd_rules.is_null()
         {
             return false;
         }
@@ -159,7 +160,8 @@ impl Writer {
         // SAFETY: the executor's set-up for writing one relation, in an executor state of its
         // own (freed in Drop); RowExclusiveLock is held to the end of the transaction.
         unsafe {
-            let heap = pg_sys::table_open(catalog.table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+            let heap =
+                pg_sys::table_open(catalog.table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
             let estate = pg_sys::CreateExecutorState();
             let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
             let rri = pg_sys::palloc0(core::mem::size_of::<pg_sys::ResultRelInfo>())
@@ -199,7 +201,10 @@ impl Writer {
         unsafe {
             let cid = pg_sys::GetCurrentCommandId(true);
             let insert = (*(*self.heap).rd_tableam).tuple_insert.ok_or_else(|| {
-                IdemError::new(errors::INTERNAL_ERROR, "the table's access method cannot insert")
+                IdemError::new(
+                    errors::INTERNAL_ERROR,
+                    "the table's access method cannot insert",
+                )
             })?;
             insert(self.heap, self.slot, cid, 0, core::ptr::null_mut());
             compat::insert_index_tuples(self.rri, self.slot, self.estate, IndexUpdate::All, false);
@@ -222,7 +227,8 @@ impl Writer {
         unsafe {
             pg_sys::CheckCmdReplicaIdentity(self.heap, pg_sys::CmdType::CMD_UPDATE);
             let cid = pg_sys::GetCurrentCommandId(true);
-            let (result, indexes) = compat::tuple_update(self.heap, &mut tid, self.slot, cid, snapshot);
+            let (result, indexes) =
+                compat::tuple_update(self.heap, &mut tid, self.slot, cid, snapshot);
             if result != pg_sys::TM_Result::TM_Ok {
                 return false;
             }

@@ -218,7 +218,7 @@ fn metrics_need_the_library_preloaded() {
     if preloaded == Some(true) {
         assert_eq!(
             one::<i64>("SELECT count(*) FROM idem_metrics()"),
-            Some(12)
+            Some(14)
         );
     } else {
         assert_eq!(sqlstate("SELECT * FROM idem_metrics()"), "55000");

@@ -195,11 +195,16 @@ fn start() -> Cluster {
 
 impl Cluster {
     pub fn connect(&self, dbname: &str) -> Client {
+        self.connect_as(dbname, "postgres")
+    }
+
+    /// A session of `user` in `dbname`.
+    pub fn connect_as(&self, dbname: &str, user: &str) -> Client {
         let deadline = Instant::now() + Duration::from_secs(30);
         loop {
             match Client::connect(
                 &format!(
-                    "host=127.0.0.1 port={} user=postgres dbname={dbname} application_name=idem-it",
+                    "host=127.0.0.1 port={} user={user} dbname={dbname} application_name=idem-it",
                     self.port
                 ),
                 NoTls,
