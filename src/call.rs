@@ -16,10 +16,10 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
-use crate::claim::{self, ClaimArgs, Claimed, Outcome, int4_arg, text_arg};
+use crate::claim::{self, ClaimArgs, Claimed, Outcome, Status, int4_arg, text_arg};
 use crate::errors::{self, IdemError, OrRaise, Result, SqlState};
+use crate::finish::{Ending, finish_directly};
 use crate::input;
-use crate::plans::Conn;
 
 unsafe extern "C-unwind" {
     // csrc/call_guard.c
@@ -255,7 +255,6 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
     // SAFETY: the memory context the caller expects the result in.
     let caller = unsafe { pg_sys::CurrentMemoryContext };
 
-    let conn = Conn::open()?;
     let claim_args = ClaimArgs {
         scope,
         key,
@@ -264,7 +263,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         retention,
         claimed_by: None,
     };
-    let claimed = claim::claim_on(&conn, &claim_args)?;
+    let (claimed, mut held) = claim::claim_held(&claim_args)?;
     crate::metrics::count_claim(claimed.outcome);
     let outcome = claimed
         .outcome
@@ -293,11 +292,21 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
 
     if err.is_null() {
         let response = (!isnull).then_some(result);
-        let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
-        if crate::finish::COMPLETE.run(&conn, &args)?.is_empty() {
-            return Err(record_vanished(scope, key, "complete"));
+        let ending = Ending {
+            status: Status::Succeeded,
+            response,
+            failure_code: None,
+            failure_message: None,
+        };
+        if finish_directly(scope, key, attempt, ending)? {
+            crate::metrics::count_write(true);
+        } else {
+            let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
+            if crate::finish::COMPLETE.run(held.conn()?, &args)?.is_empty() {
+                return Err(record_vanished(scope, key, "complete"));
+            }
+            crate::metrics::count_write(false);
         }
-        crate::metrics::count_write(false);
         crate::metrics::count_completion();
         let answer = Answer {
             outcome,
@@ -319,7 +328,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         (unpack_sqlstate((*err).sqlerrcode), message)
     };
     if is_transient(&code) {
-        drop(conn);
+        drop(held);
         return Ok(Finish::Rethrow(err));
     }
     let message = input::clip(message, input::MAX_TEXT_BYTES);
@@ -332,10 +341,23 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         message_text,
         int4_arg(attempt),
     ];
-    if crate::finish::FAIL_FINAL.run(&conn, &args)?.is_empty() {
-        return Err(record_vanished(scope, key, "fail"));
+    let ending = Ending {
+        status: Status::FailedFinal,
+        response: None,
+        failure_code: code_text,
+        failure_message: message_text,
+    };
+    if finish_directly(scope, key, attempt, ending)? {
+        crate::metrics::count_write(true);
+    } else {
+        if crate::finish::FAIL_FINAL
+            .run(held.conn()?, &args)?
+            .is_empty()
+        {
+            return Err(record_vanished(scope, key, "fail"));
+        }
+        crate::metrics::count_write(false);
     }
-    crate::metrics::count_write(false);
     crate::metrics::count_failure();
     let answer = Answer {
         outcome: Outcome::FinalFailure,

@@ -483,14 +483,6 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<
     }))
 }
 
-/// Claim `args` on `conn`, reading the record through SQL (used by `idem_call`).
-pub(crate) fn claim_on(conn: &Conn, args: &ClaimArgs<'_>) -> Result<Claimed> {
-    // SAFETY: reads the transaction's start time.
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let first = Row::read(LOOKUP.run(conn, &args.key_args())?)?;
-    claim_in(conn, args, first, now)
-}
-
 /// The claim's decisions from a first read of the record (`row`) on, writing through SPI.
 fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -> Result<Claimed> {
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
@@ -571,16 +563,32 @@ fn form_row(site: &CallSite, claimed: &Claimed, target: pg_sys::MemoryContext) -
     }
 }
 
-fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
-    // SAFETY: called by Postgres as idem_claim.
-    let (args, site) = unsafe { (ClaimArgs::read(fcinfo)?, call_site(fcinfo)?) };
-    // SAFETY: the memory context the caller expects the result in.
-    let caller = unsafe { pg_sys::CurrentMemoryContext };
+/// What a claim keeps open while its answer is used: the answer's values point into them.
+pub(crate) struct Held {
+    // Dropped in this order: SPI first, then the index scan.
+    conn: Option<Conn>,
+    _lookup: Option<Lookup>,
+}
+
+impl Held {
+    /// An SPI connection, the claim's own if it opened one.
+    pub(crate) fn conn(&mut self) -> Result<&Conn> {
+        if self.conn.is_none() {
+            self.conn = Some(Conn::open()?);
+        }
+        self.conn
+            .as_ref()
+            .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "no SPI connection"))
+    }
+}
+
+/// Claim `args`: the answer, with what must stay open while it is used.
+pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
     // SAFETY: reads the transaction's start time.
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
     // The first read goes straight through the index; `seen` is None when it must use SQL.
     let mut lookup = Lookup::open()?;
-    let seen = match lookup.as_mut() {
+    let mut seen = match lookup.as_mut() {
         Some(direct) => Some(
             direct
                 .find(text_datum(args.scope), text_datum(args.key))?
@@ -590,19 +598,28 @@ fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     };
     // Replays, final failures and live leases are answered from that read alone.
     if let Some(Some(row)) = &seen
-        && let Verdict::Answer(outcome) = judge(row, &args, now)?
+        && let Verdict::Answer(outcome) = judge(row, args, now)?
     {
         let claimed = Claimed::from_row(outcome, row);
-        crate::metrics::count_claim(claimed.outcome);
-        return form_row(site, &claimed, caller);
+        return Ok((
+            claimed,
+            Held {
+                conn: None,
+                _lookup: lookup,
+            },
+        ));
     }
     // A new key is inserted directly where the table allows it.
-    let mut seen = seen;
     if let (Some(None), Some(direct)) = (&seen, lookup.as_mut()) {
-        match claim_new_key(direct, &args, now)? {
+        match claim_new_key(direct, args, now)? {
             NewKey::Claimed(claimed) => {
-                crate::metrics::count_claim(claimed.outcome);
-                return form_row(site, &claimed, caller);
+                return Ok((
+                    claimed,
+                    Held {
+                        conn: None,
+                        _lookup: lookup,
+                    },
+                ));
             }
             NewKey::Found(row) => seen = Some(Some(row)),
             NewKey::UseSql => {}
@@ -613,7 +630,22 @@ fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
         Some(row) => row,
         None => Row::read(LOOKUP.run(&conn, &args.key_args())?)?,
     };
-    let claimed = claim_in(&conn, &args, first, now)?;
+    let claimed = claim_in(&conn, args, first, now)?;
+    Ok((
+        claimed,
+        Held {
+            conn: Some(conn),
+            _lookup: lookup,
+        },
+    ))
+}
+
+fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
+    // SAFETY: called by Postgres as idem_claim.
+    let (args, site) = unsafe { (ClaimArgs::read(fcinfo)?, call_site(fcinfo)?) };
+    // SAFETY: the memory context the caller expects the result in.
+    let caller = unsafe { pg_sys::CurrentMemoryContext };
+    let (claimed, _held) = claim_held(&args)?;
     crate::metrics::count_claim(claimed.outcome);
     form_row(site, &claimed, caller)
 }

@@ -197,16 +197,21 @@ fn diagnose(
 }
 
 /// How a processing attempt ends: the record's new status and outcome columns.
-struct Ending {
-    status: Status,
-    response: Option<Datum>,
-    failure_code: Option<Datum>,
-    failure_message: Option<Datum>,
+pub(crate) struct Ending {
+    pub(crate) status: Status,
+    pub(crate) response: Option<Datum>,
+    pub(crate) failure_code: Option<Datum>,
+    pub(crate) failure_message: Option<Datum>,
 }
 
 /// End the current attempt of (scope, key) without SQL (see `write.rs`). `false`: nothing was
 /// written; the caller goes through SQL, which also explains a record that is not processing.
-fn finish_directly(scope: &[u8], key: &[u8], attempt: Option<i32>, ending: Ending) -> Result<bool> {
+pub(crate) fn finish_directly(
+    scope: &[u8],
+    key: &[u8],
+    attempt: Option<i32>,
+    ending: Ending,
+) -> Result<bool> {
     let Some(mut lookup) = Lookup::open()? else {
         return Ok(false);
     };
