@@ -229,7 +229,9 @@ pub(crate) fn finish_directly(
     let (slot, snapshot) = lookup.found();
     // SAFETY: reads the stored row's 17 columns from the slot that holds it.
     let (mut values, tid) = unsafe {
-        pg_sys::slot_getsomeattrs_int(slot, 17);
+        if ((*slot).tts_nvalid as usize) < 17 {
+            pg_sys::slot_getsomeattrs_int(slot, 17);
+        }
         let mut values: Values = [None; 17];
         for (i, value) in values.iter_mut().enumerate() {
             if !*(*slot).tts_isnull.add(i) {

@@ -224,7 +224,9 @@ impl Lookup {
             ) {
                 return Ok(None);
             }
-            pg_sys::slot_getsomeattrs_int(self.slot, cat.max_attnum as i32);
+            if (*self.slot).tts_nvalid < cat.max_attnum {
+                pg_sys::slot_getsomeattrs_int(self.slot, cat.max_attnum as i32);
+            }
             let values = (*self.slot).tts_values;
             let nulls = (*self.slot).tts_isnull;
             let get = |n: usize| {
