@@ -13,7 +13,8 @@
 //!   NOT NULLs and 8 CHECK constraints; no triggers, rules, identity or generated columns),
 //!   re-checked whenever its relcache entry is invalidated;
 //! - the caller holds the table privilege (SQL raises the error) and row-level security is off;
-//! - the transaction is READ COMMITTED (SQL raises serialization failures in stricter levels);
+//! - the transaction is READ COMMITTED (SQL raises serialization failures in stricter levels)
+//!   and not read-only (SQL raises 25006, also on a standby);
 //! - for an update: nobody changed the row since it was read (SQL re-reads it, as UPDATE does).
 
 use core::ffi::{CStr, c_int};
@@ -147,6 +148,7 @@ impl Writer {
         // SAFETY: reads the transaction's isolation level and checks a table privilege.
         let allowed = unsafe {
             catalog.direct_writes
+                && !pg_sys::XactReadOnly
                 && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as c_int
                 && pg_sys::pg_class_aclcheck(
                     catalog.table,

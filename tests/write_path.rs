@@ -136,6 +136,27 @@ fn direct_writes_and_when_they_step_aside() {
         assert_eq!((after.0 - before.0, after.1 - before.1), (0, 2), "{level}");
     }
 
+    // A read-only transaction: a replay is answered, a new claim is refused with 25006.
+    {
+        let mut tx = c
+            .build_transaction()
+            .read_only(true)
+            .start()
+            .expect("begin read only");
+        let replay: String = tx
+            .query_one(
+                "SELECT outcome::text FROM idem_claim('wp', 'plain', 'h')",
+                &[],
+            )
+            .expect("replay in a read-only transaction")
+            .get(0);
+        assert_eq!(replay, "replay_success");
+        let err = tx
+            .query_one("SELECT * FROM idem_claim('wp', 'read-only', 'h')", &[])
+            .expect_err("no new claim in a read-only transaction");
+        assert_eq!(sqlstate(&err), "25006");
+    }
+
     // A role without UPDATE on the table: complete goes to SQL, which refuses with 42501.
     c.batch_execute(
         "CREATE ROLE wp_reader LOGIN;
