@@ -265,3 +265,26 @@ fn concurrent_completions_of_one_attempt() {
         assert_eq!(stored, r#"{"r": 1}"#);
     }
 }
+
+/// Dropping and creating the extension again in a session that used it: the cached catalog
+/// facts, result descriptors and plans follow the new objects.
+#[test]
+fn extension_recreated_under_a_live_session() {
+    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let mut c = cluster().session();
+    assert_eq!(claim_and_complete(&mut c, "wp4", "before").0, 2);
+    c.batch_execute(
+        "CREATE FUNCTION wp4_effect(jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT $1';
+         DROP EXTENSION idempotency CASCADE; CREATE EXTENSION idempotency;",
+    )
+    .expect("recreate");
+    assert_eq!(claim_and_complete(&mut c, "wp4", "after"), (2, 0));
+    let call: String = c
+        .query_one(
+            "SELECT outcome::text FROM idem_call('wp4', 'call', '{}', 'wp4_effect(jsonb)'::regprocedure)",
+            &[],
+        )
+        .expect("idem_call after the re-creation")
+        .get(0);
+    assert_eq!(call, "new_claim");
+}
