@@ -6,7 +6,8 @@
 //!   answered from that read alone (no row lock, no WAL);
 //! - a new key is inserted only under a transaction-scoped *try* lock on
 //!   `idem_lock_key(scope, key)`, so a second claimer of a key whose insert is not committed
-//!   yet gets `processing_active` instead of waiting on the unique index;
+//!   yet gets `processing_active` instead of waiting on the unique index; the insert goes
+//!   straight to the table (`write.rs`) unless the table or transaction needs SQL;
 //! - a takeover (expired lease, retryable failure, expired record) locks the row with
 //!   `FOR UPDATE SKIP LOCKED`: a row someone else is changing is `processing_active`.
 
@@ -211,8 +212,8 @@ pub(crate) unsafe fn datum_bytes<'a>(datum: Datum) -> &'a [u8] {
     unsafe { <&[u8]>::from_datum(datum, false).unwrap_or_default() }
 }
 
-/// A record as the claim path reads it. Pass-by-reference columns stay datums in SPI
-/// memory until the result row is formed.
+/// A record as the claim path reads it. Pass-by-reference columns stay datums (in the scanned
+/// buffer or SPI memory) until the result row is formed.
 struct Row {
     status: Status,
     request_hash: Datum,
@@ -314,7 +315,7 @@ impl<'a> ClaimArgs<'a> {
     }
 }
 
-/// The row `idem_claim` returns, with pass-by-reference values still in SPI memory.
+/// The row `idem_claim` returns, with pass-by-reference values still where they were read.
 #[derive(Default)]
 pub(crate) struct Claimed {
     pub(crate) outcome: Option<Outcome>,
@@ -529,7 +530,7 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
     Ok(Claimed::unseen_active())
 }
 
-/// Form the result row in `target` (the caller's memory), copying values out of SPI memory.
+/// Form the result row in `target` (the caller's memory), copying the values.
 fn form_row(site: &CallSite, claimed: &Claimed, target: pg_sys::MemoryContext) -> Result<Datum> {
     let outcome = claimed
         .outcome
