@@ -197,7 +197,7 @@ impl Lookup {
         (self.slot, self.snapshot)
     }
 
-    /// The record of (scope, key) as of a fresh snapshot, if any.
+    /// The record of (scope, key) as of the scan's snapshot (taken at `open` or `refresh`), if any.
     pub fn find(&mut self, scope: Datum, key: Datum) -> Result<Option<Record>> {
         let cat = &self.catalog;
         // SAFETY: an open scan; keys use the index's collations and text equality.
