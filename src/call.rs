@@ -18,7 +18,7 @@ use pgrx::prelude::*;
 use crate::args::{self, function_info_v1};
 use crate::claim::{self, ClaimArgs, Claimed, Outcome, Status, int4_arg, text_arg};
 use crate::errors::{self, IdemError, OrRaise, Result, SqlState};
-use crate::finish::{Ending, finish_directly};
+use crate::finish::{Ending, end_attempt};
 use crate::input;
 
 unsafe extern "C-unwind" {
@@ -298,14 +298,10 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
             failure_code: None,
             failure_message: None,
         };
-        if finish_directly(scope, key, attempt, ending)? {
-            crate::metrics::count_write(true);
-        } else {
-            let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
-            if crate::finish::COMPLETE.run(held.conn()?, &args)?.is_empty() {
-                return Err(record_vanished(scope, key, "complete"));
-            }
-            crate::metrics::count_write(false);
+        let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
+        let complete = &crate::finish::COMPLETE;
+        if !end_attempt(&mut held.conn, scope, key, attempt, ending, complete, &args)? {
+            return Err(record_vanished(scope, key, "complete"));
         }
         crate::metrics::count_completion();
         let answer = Answer {
@@ -347,16 +343,9 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         failure_code: code_text,
         failure_message: message_text,
     };
-    if finish_directly(scope, key, attempt, ending)? {
-        crate::metrics::count_write(true);
-    } else {
-        if crate::finish::FAIL_FINAL
-            .run(held.conn()?, &args)?
-            .is_empty()
-        {
-            return Err(record_vanished(scope, key, "fail"));
-        }
-        crate::metrics::count_write(false);
+    let fail = &crate::finish::FAIL_FINAL;
+    if !end_attempt(&mut held.conn, scope, key, attempt, ending, fail, &args)? {
+        return Err(record_vanished(scope, key, "fail"));
     }
     crate::metrics::count_failure();
     let answer = Answer {

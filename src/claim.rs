@@ -22,7 +22,7 @@ use crate::call_site::{CallSite, call_site};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
 use crate::lookup::{self, Lookup, Record};
-use crate::plans::{Arg, Conn, Rows, Statement};
+use crate::plans::{Arg, Conn, LazyConn, Rows, Statement};
 use crate::write::{Values, Writer, col};
 
 /// `idem_outcome`, in the enum's order.
@@ -567,20 +567,9 @@ fn form_row(site: &CallSite, claimed: &Claimed, target: pg_sys::MemoryContext) -
 /// What a claim keeps open while its answer is used: the answer's values point into them.
 pub(crate) struct Held {
     // Dropped in this order: SPI first, then the index scan.
-    conn: Option<Conn>,
+    /// The claim's SPI connection if it opened one; later statements may use it.
+    pub(crate) conn: LazyConn,
     _lookup: Option<Lookup>,
-}
-
-impl Held {
-    /// An SPI connection, the claim's own if it opened one.
-    pub(crate) fn conn(&mut self) -> Result<&Conn> {
-        if self.conn.is_none() {
-            self.conn = Some(Conn::open()?);
-        }
-        self.conn
-            .as_ref()
-            .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "no SPI connection"))
-    }
 }
 
 /// Claim `args`: the answer, with what must stay open while it is used.
@@ -605,7 +594,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
         return Ok((
             claimed,
             Held {
-                conn: None,
+                conn: LazyConn::default(),
                 _lookup: lookup,
             },
         ));
@@ -617,7 +606,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
                 return Ok((
                     claimed,
                     Held {
-                        conn: None,
+                        conn: LazyConn::default(),
                         _lookup: lookup,
                     },
                 ));
@@ -635,7 +624,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
     Ok((
         claimed,
         Held {
-            conn: Some(conn),
+            conn: LazyConn::with(conn),
             _lookup: lookup,
         },
     ))

@@ -15,7 +15,7 @@ use crate::claim::{
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
 use crate::lookup::Lookup;
-use crate::plans::{Conn, Statement};
+use crate::plans::{Arg, Conn, LazyConn, Statement};
 use crate::write::{Values, Writer, col};
 
 /// The condition for changing an attempt: processing, and the caller's attempt if given.
@@ -206,12 +206,7 @@ pub(crate) struct Ending {
 
 /// End the current attempt of (scope, key) without SQL (see `write.rs`). `false`: nothing was
 /// written; the caller goes through SQL, which also explains a record that is not processing.
-pub(crate) fn finish_directly(
-    scope: &[u8],
-    key: &[u8],
-    attempt: Option<i32>,
-    ending: Ending,
-) -> Result<bool> {
+fn finish_directly(scope: &[u8], key: &[u8], attempt: Option<i32>, ending: Ending) -> Result<bool> {
     let Some(mut lookup) = Lookup::open()? else {
         return Ok(false);
     };
@@ -264,6 +259,29 @@ pub(crate) fn finish_directly(
     Ok(writer.update(tid, snapshot, &values))
 }
 
+/// End the current attempt of (scope, key): directly where possible, else with `statement`
+/// (its parameters `args`) on `conn`. `false`: nothing changed (not processing, another
+/// attempt, or no record).
+pub(crate) fn end_attempt(
+    conn: &mut LazyConn,
+    scope: &[u8],
+    key: &[u8],
+    attempt: Option<i32>,
+    ending: Ending,
+    statement: &'static Statement,
+    args: &[Arg],
+) -> Result<bool> {
+    if finish_directly(scope, key, attempt, ending)? {
+        crate::metrics::count_write(true);
+        return Ok(true);
+    }
+    if statement.run(conn.get()?, args)?.is_empty() {
+        return Ok(false);
+    }
+    crate::metrics::count_write(false);
+    Ok(true)
+}
+
 fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_complete(text, text, jsonb, int4).
     let (scope, key, response, attempt) = unsafe {
@@ -280,22 +298,14 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         failure_code: None,
         failure_message: None,
     };
-    if finish_directly(scope, key, attempt, ending)? {
-        crate::metrics::count_write(true);
+    let mut conn = LazyConn::default();
+    let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
+    if end_attempt(&mut conn, scope, key, attempt, ending, &COMPLETE, &args)? {
         crate::metrics::count_completion();
         return Ok(());
     }
-    let conn = Conn::open()?;
-    let changed = COMPLETE.run(
-        &conn,
-        &[text_arg(scope), text_arg(key), response, int4_arg(attempt)],
-    )?;
-    if !changed.is_empty() {
-        crate::metrics::count_write(false);
-        crate::metrics::count_completion();
-        return Ok(());
-    }
-    let found = state(&conn, scope, key)?;
+    let conn = conn.get()?;
+    let found = state(conn, scope, key)?;
     let why = errors::COMPLETE_NOT_PROCESSING;
     diagnose(found, attempt, why, "complete", scope, key, |state| {
         if state.status != Status::Succeeded {
@@ -345,28 +355,19 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         failure_code: opt_text_arg(code),
         failure_message: opt_text_arg(message),
     };
-    if finish_directly(scope, key, attempt, ending)? {
-        crate::metrics::count_write(true);
+    let mut conn = LazyConn::default();
+    let args = [
+        text_arg(scope),
+        text_arg(key),
+        opt_text_arg(code),
+        opt_text_arg(message),
+        int4_arg(attempt),
+    ];
+    if end_attempt(&mut conn, scope, key, attempt, ending, statement, &args)? {
         crate::metrics::count_failure();
         return Ok(());
     }
-    let conn = Conn::open()?;
-    let changed = statement.run(
-        &conn,
-        &[
-            text_arg(scope),
-            text_arg(key),
-            opt_text_arg(code),
-            opt_text_arg(message),
-            int4_arg(attempt),
-        ],
-    )?;
-    if !changed.is_empty() {
-        crate::metrics::count_write(false);
-        crate::metrics::count_failure();
-        return Ok(());
-    }
-    let found = state(&conn, scope, key)?;
+    let found = state(conn.get()?, scope, key)?;
     diagnose(
         found,
         attempt,

@@ -57,6 +57,25 @@ impl Drop for Conn {
     }
 }
 
+/// An SPI connection opened on first use (or given), closed when dropped.
+#[derive(Default)]
+pub struct LazyConn(Option<Conn>);
+
+impl LazyConn {
+    pub fn with(conn: Conn) -> Self {
+        LazyConn(Some(conn))
+    }
+
+    pub fn get(&mut self) -> Result<&Conn> {
+        if self.0.is_none() {
+            self.0 = Some(Conn::open()?);
+        }
+        self.0
+            .as_ref()
+            .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "no SPI connection"))
+    }
+}
+
 fn spi_error(what: &str, code: i32) -> IdemError {
     IdemError::new(
         errors::INTERNAL_ERROR,
