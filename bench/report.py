@@ -15,6 +15,8 @@ matplotlib.use("Agg")
 import matplotlib.pyplot as plt  # noqa: E402
 from matplotlib.patches import Rectangle  # noqa: E402
 
+from suite import human  # noqa: E402  (bench/ is on sys.path: the script's folder)
+
 BENCH = os.path.dirname(os.path.abspath(__file__))
 
 NAMES = {"ext": "extension", "ref": "reference PL/pgSQL", "floor": "floor (bare SQL)",
@@ -52,15 +54,6 @@ def fmt_ratio(x):
 
 def fmt_cost(x):
     return "–" if x is None else f"{x:.0f}"
-
-
-def human(n):
-    n = int(n)
-    if n >= 1_000_000 and n % 1_000_000 == 0:
-        return f"{n // 1_000_000}M"
-    if n >= 1000 and n % 1000 == 0:
-        return f"{n // 1000}k"
-    return str(n)
 
 
 class Data:

@@ -127,50 +127,44 @@ pub unsafe fn tuple_update(
         };
         let mut tmfd: pg_sys::TM_FailureData = core::mem::zeroed();
         let mut lockmode: pg_sys::LockTupleMode::Type = 0;
-        #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-        {
-            let mut indexes = false;
-            let result = update(
-                rel,
-                tid,
-                slot,
-                cid,
-                snapshot,
-                core::ptr::null_mut(),
-                true,
-                &mut tmfd,
-                &mut lockmode,
-                &mut indexes,
-            );
-            let indexes = if indexes {
-                IndexUpdate::All
-            } else {
-                IndexUpdate::None
-            };
-            (result, indexes)
-        }
-        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-        {
-            let mut indexes: pg_sys::TU_UpdateIndexes::Type = pg_sys::TU_UpdateIndexes::TU_None;
-            let result = update(
-                rel,
-                tid,
-                slot,
-                cid,
-                snapshot,
-                core::ptr::null_mut(),
-                true,
-                &mut tmfd,
-                &mut lockmode,
-                &mut indexes,
-            );
-            let indexes = match indexes {
-                pg_sys::TU_UpdateIndexes::TU_All => IndexUpdate::All,
-                pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexUpdate::Summarizing,
-                _ => IndexUpdate::None,
-            };
-            (result, indexes)
-        }
+        let mut indexes = UpdateIndexes::default();
+        let result = update(
+            rel,
+            tid,
+            slot,
+            cid,
+            snapshot,
+            core::ptr::null_mut(),
+            true,
+            &mut tmfd,
+            &mut lockmode,
+            &mut indexes,
+        );
+        (result, index_update(indexes))
+    }
+}
+
+/// What the table AM's `tuple_update` says about index entries: a flag before 16.
+#[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+type UpdateIndexes = bool;
+#[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+type UpdateIndexes = pg_sys::TU_UpdateIndexes::Type;
+
+#[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+fn index_update(indexes: UpdateIndexes) -> IndexUpdate {
+    if indexes {
+        IndexUpdate::All
+    } else {
+        IndexUpdate::None
+    }
+}
+
+#[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+fn index_update(indexes: UpdateIndexes) -> IndexUpdate {
+    match indexes {
+        pg_sys::TU_UpdateIndexes::TU_All => IndexUpdate::All,
+        pg_sys::TU_UpdateIndexes::TU_Summarizing => IndexUpdate::Summarizing,
+        _ => IndexUpdate::None,
     }
 }
 

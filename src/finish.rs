@@ -210,9 +210,6 @@ fn finish_directly(scope: &[u8], key: &[u8], attempt: Option<i32>, ending: Endin
     let Some(mut lookup) = Lookup::open()? else {
         return Ok(false);
     };
-    let Some(mut writer) = Writer::open(&lookup.catalog, pg_sys::ACL_UPDATE) else {
-        return Ok(false);
-    };
     let Some(record) = lookup.find(text_datum(scope), text_datum(key))? else {
         return Ok(false);
     };
@@ -221,6 +218,10 @@ fn finish_directly(scope: &[u8], key: &[u8], attempt: Option<i32>, ending: Endin
     {
         return Ok(false);
     }
+    // Only now: a repeat or a fenced call needs no executor state.
+    let Some(mut writer) = Writer::open(&lookup.catalog, pg_sys::ACL_UPDATE) else {
+        return Ok(false);
+    };
     let (slot, snapshot) = lookup.found();
     // SAFETY: reads the stored row's 17 columns from the slot that holds it.
     let (mut values, tid) = unsafe {
