@@ -105,6 +105,7 @@ pub(crate) const TEXT: Oid = pg_sys::TEXTOID;
 pub(crate) const INTERVAL: Oid = pg_sys::INTERVALOID;
 pub(crate) const JSONB: Oid = pg_sys::JSONBOID;
 pub(crate) const INT4: Oid = pg_sys::INT4OID;
+pub(crate) const TIMESTAMPTZ: Oid = pg_sys::TIMESTAMPTZOID;
 
 /// The columns the claim path reads, in the order [`Row::read`] expects.
 macro_rules! row_columns {
@@ -146,11 +147,11 @@ static INSERT: Statement = Statement {
           (scope, key, request_hash, status, attempt, claimed_by, claimed_at, locked_until, \
            lease, retention, created_at, updated_at, expires_at) \
           VALUES ($1, $2, $3, 'processing', 1, $6, pg_catalog.now(), \
-           pg_catalog.now() OPERATOR(pg_catalog.+) $4, $4, $5, pg_catalog.now(), pg_catalog.now(), \
+           $7 OPERATOR(pg_catalog.+) $4, $4, $5, pg_catalog.now(), pg_catalog.now(), \
            pg_catalog.now() OPERATOR(pg_catalog.+) $5) \
           ON CONFLICT (scope, key) DO NOTHING \
           RETURNING attempt, locked_until, expires_at",
-    args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT],
+    args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT, TIMESTAMPTZ],
 };
 
 /// Take over an attempt that ended (expired lease or retryable failure): attempt + 1.
@@ -158,13 +159,13 @@ static TAKE_OVER: Statement = Statement {
     sql: concat!(
         "UPDATE idempotency.requests SET status = 'processing', \
          attempt = attempt OPERATOR(pg_catalog.+) 1, claimed_by = $6, claimed_at = pg_catalog.now(), \
-         locked_until = pg_catalog.now() OPERATOR(pg_catalog.+) $4, lease = $4, retention = $5, \
+         locked_until = $7 OPERATOR(pg_catalog.+) $4, lease = $4, retention = $5, \
          updated_at = pg_catalog.now(), expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $5",
         by_key!(),
         " AND request_hash OPERATOR(pg_catalog.=) $3",
         " RETURNING attempt, locked_until, expires_at"
     ),
-    args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT],
+    args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT, TIMESTAMPTZ],
 };
 
 /// Start over on a record whose retention ended: as if it had been purged.
@@ -173,13 +174,13 @@ static RESET: Statement = Statement {
         "UPDATE idempotency.requests SET request_hash = $3, status = 'processing', attempt = 1, \
          response = NULL, recovery_point = NULL, failure_code = NULL, failure_message = NULL, \
          claimed_by = $6, claimed_at = pg_catalog.now(), \
-         locked_until = pg_catalog.now() OPERATOR(pg_catalog.+) $4, lease = $4, retention = $5, \
+         locked_until = $7 OPERATOR(pg_catalog.+) $4, lease = $4, retention = $5, \
          created_at = pg_catalog.now(), updated_at = pg_catalog.now(), \
          expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $5",
         by_key!(),
         " RETURNING attempt, locked_until, expires_at"
     ),
-    args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT],
+    args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT, TIMESTAMPTZ],
 };
 
 // ---------------------------------------------------------------------------------------------
@@ -299,7 +300,7 @@ impl<'a> ClaimArgs<'a> {
         }
     }
 
-    fn statement_args(&self) -> [Arg; 6] {
+    fn statement_args(&self, clock: Clock) -> [Arg; 7] {
         [
             text_arg(self.scope),
             text_arg(self.key),
@@ -307,6 +308,7 @@ impl<'a> ClaimArgs<'a> {
             Some(self.lease),
             Some(self.retention),
             opt_text_arg(self.claimed_by),
+            Some(Datum::from(clock.lease_start)),
         ]
     }
 
@@ -370,6 +372,28 @@ impl Claimed {
     }
 }
 
+/// The times a claim works with.
+#[derive(Clone, Copy)]
+pub(crate) struct Clock {
+    /// The transaction's start (SQL's `now()`): the record's own timestamps.
+    txn: i64,
+    /// The moment of the claim: leases start, and are judged, by the clock, so that a claim
+    /// made late in a long transaction does not get a lease that has already ended.
+    lease_start: i64,
+}
+
+impl Clock {
+    fn now() -> Clock {
+        // SAFETY: the transaction's start time and the current time.
+        unsafe {
+            Clock {
+                txn: pg_sys::GetCurrentTransactionStartTimestamp(),
+                lease_start: pg_sys::GetCurrentTimestamp(),
+            }
+        }
+    }
+}
+
 /// What a record means for a new claim of its key.
 enum Verdict {
     Answer(Outcome),
@@ -384,8 +408,8 @@ fn judge(row: &Row, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
     }
     if !row.hash_matches(args.hash) {
         crate::metrics::count_hash_mismatch();
-        // SAFETY: request_hash is a text datum.
-        let stored = input::lossy(unsafe { datum_bytes(row.request_hash) }).into_owned();
+        // The stored hash is not shown: it is another caller's (maybe another tenant's), and
+        // it would let this one test guesses of that request offline.
         return Err(IdemError::new(
             errors::HASH_MISMATCH,
             format!(
@@ -394,7 +418,7 @@ fn judge(row: &Row, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
                 input::lossy(args.scope)
             ),
         )
-        .detail(format!("Stored request hash: {stored}. This request's hash: {}.", input::lossy(args.hash)))
+        .detail(format!("This request's hash: {}. The stored request's hash differs.", input::lossy(args.hash)))
         .hint("Reuse an idempotency key only to retry the same request; use a new key for a new request."));
     }
     Ok(match row.status {
@@ -409,15 +433,7 @@ fn judge(row: &Row, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
 }
 
 fn try_lock_key(args: &ClaimArgs<'_>) -> Result<bool> {
-    let key = crate::lock_key::lock_key_for(args.scope, args.key)?;
-    // SAFETY: calls the built-in pg_try_advisory_xact_lock(bigint).
-    let locked = unsafe {
-        pgrx::direct_function_call::<bool>(
-            pg_sys::pg_try_advisory_xact_lock_int8,
-            &[key.into_datum()],
-        )
-    };
-    Ok(locked == Some(true))
+    crate::lock_key::try_claim_lock(args.scope, args.key)
 }
 
 /// `timestamp + interval`, as SQL's `+` computes it (in the session's time zone).
@@ -442,8 +458,8 @@ enum NewKey {
 }
 
 /// Insert a new record for a key the first read did not find, without SQL (see `write.rs`).
-fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<NewKey> {
-    let Some(mut writer) = Writer::open(&lookup.catalog, pg_sys::ACL_INSERT) else {
+fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Result<NewKey> {
+    let Some(mut writer) = Writer::open(lookup, pg_sys::ACL_INSERT) else {
         return Ok(NewKey::UseSql);
     };
     if !try_lock_key(args)? {
@@ -455,7 +471,8 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<
     if let Some(record) = lookup.find(text_datum(args.scope), text_datum(args.key))? {
         return Ok(NewKey::Found(Row::from(record)));
     }
-    let locked_until = add_interval(now, args.lease);
+    let now = clock.txn;
+    let locked_until = add_interval(clock.lease_start, args.lease);
     let expires_at = add_interval(now, args.retention);
     let mut values: Values = [None; 17];
     values[col::SCOPE] = text_arg(args.scope);
@@ -485,14 +502,20 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, now: i64) -> Result<
 }
 
 /// The claim's decisions from a first read of the record (`row`) on, writing through SPI.
-fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -> Result<Claimed> {
+fn claim_in(
+    conn: &Conn,
+    args: &ClaimArgs<'_>,
+    mut row: Option<Row>,
+    clock: Clock,
+) -> Result<Claimed> {
+    let now = clock.lease_start;
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
     for _ in 0..3 {
         let Some(seen) = row else {
             if !try_lock_key(args)? {
                 return Ok(Claimed::unseen_active());
             }
-            let inserted = INSERT.run(conn, &args.statement_args())?;
+            let inserted = INSERT.run(conn, &args.statement_args(clock))?;
             if !inserted.is_empty() {
                 crate::metrics::count_write(false);
                 return Claimed::made(Outcome::NewClaim, None, inserted);
@@ -516,12 +539,12 @@ fn claim_in(conn: &Conn, args: &ClaimArgs<'_>, mut row: Option<Row>, now: i64) -
         return match judge(&locked, args, now)? {
             Verdict::Answer(outcome) => Ok(Claimed::from_row(outcome, &locked)),
             Verdict::TakeOver(outcome) => {
-                let updated = TAKE_OVER.run(conn, &args.statement_args())?;
+                let updated = TAKE_OVER.run(conn, &args.statement_args(clock))?;
                 crate::metrics::count_write(false);
                 Claimed::made(outcome, Some(&locked), updated)
             }
             Verdict::Reset => {
-                let updated = RESET.run(conn, &args.statement_args())?;
+                let updated = RESET.run(conn, &args.statement_args(clock))?;
                 crate::metrics::count_write(false);
                 Claimed::made(Outcome::NewClaim, None, updated)
             }
@@ -574,8 +597,8 @@ pub(crate) struct Held {
 
 /// Claim `args`: the answer, with what must stay open while it is used.
 pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
-    // SAFETY: reads the transaction's start time.
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let clock = Clock::now();
+    let now = clock.lease_start;
     // The first read goes straight through the index; `seen` is None when it must use SQL.
     let mut lookup = Lookup::open()?;
     let mut seen = match lookup.as_mut() {
@@ -601,7 +624,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
     }
     // A new key is inserted directly where the table allows it.
     if let (Some(None), Some(direct)) = (&seen, lookup.as_mut()) {
-        match claim_new_key(direct, args, now)? {
+        match claim_new_key(direct, args, clock)? {
             NewKey::Claimed(claimed) => {
                 return Ok((
                     claimed,
@@ -620,7 +643,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
         Some(row) => row,
         None => Row::read(LOOKUP.run(&conn, &args.key_args())?)?,
     };
-    let claimed = claim_in(&conn, args, first, now)?;
+    let claimed = claim_in(&conn, args, first, clock)?;
     Ok((
         claimed,
         Held {

@@ -22,7 +22,7 @@ use crate::write::{Values, Writer, col};
 macro_rules! current_attempt {
     ($attempt:literal) => {
         concat!(
-            " AND status = 'processing' AND (",
+            " AND status OPERATOR(pg_catalog.=) 'processing' AND (",
             $attempt,
             "::pg_catalog.int4 IS NULL OR attempt OPERATOR(pg_catalog.=) ",
             $attempt,
@@ -67,7 +67,7 @@ static CHECKPOINT: Statement = Statement {
     sql: concat!(
         "UPDATE idempotency.requests SET recovery_point = COALESCE($3, recovery_point), \
          lease = COALESCE($5, lease), \
-         locked_until = pg_catalog.now() OPERATOR(pg_catalog.+) COALESCE($5, lease), \
+         locked_until = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) COALESCE($5, lease), \
          updated_at = pg_catalog.now()",
         by_key!(),
         current_attempt!("$4"),
@@ -219,7 +219,7 @@ fn finish_directly(scope: &[u8], key: &[u8], attempt: Option<i32>, ending: Endin
         return Ok(false);
     }
     // Only now: a repeat or a fenced call needs no executor state.
-    let Some(mut writer) = Writer::open(&lookup.catalog, pg_sys::ACL_UPDATE) else {
+    let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {
         return Ok(false);
     };
     let (slot, snapshot) = lookup.found();

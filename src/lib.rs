@@ -12,6 +12,7 @@
 
 use pgrx::prelude::*;
 
+mod access;
 mod args;
 pub mod call;
 mod call_site;
@@ -32,6 +33,7 @@ pub mod outbox;
 mod plans;
 mod schema;
 mod settings;
+mod shape;
 pub mod versions;
 mod worker;
 mod write;
@@ -87,6 +89,19 @@ mod tests {
             Spi::get_one::<&str>("SELECT idem_version()").unwrap(),
             Some(env!("CARGO_PKG_VERSION"))
         );
+    }
+
+    /// Every statement the extension prepared in this backend (the search_path test).
+    #[pg_extern]
+    fn prepared_statements() -> SetOfIterator<'static, &'static str> {
+        SetOfIterator::new(crate::plans::prepared_statements())
+    }
+
+    /// The CHECK constraints of idempotency.requests in shape.rs' canonical form, and the
+    /// table's shape as the direct paths judge it.
+    #[pg_extern]
+    fn requests_shape() -> TableIterator<'static, (name!(item, String), name!(value, String))> {
+        TableIterator::new(crate::shape::describe_requests())
     }
 
     include!("pg_tests/helpers.rs");

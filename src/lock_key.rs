@@ -18,7 +18,40 @@ pub fn lock_key_for(scope: &[u8], key: &[u8]) -> errors::Result<i64> {
     idem_canonical::lock_key(scope, key).map_err(canonical_error)
 }
 
-/// `pg_try_advisory_xact_lock(idem_lock_key(scope, key))` serializes work on one key.
+/// The advisory-lock class of the claim's own key locks (`objsubid` in `pg_locks`). SQL's
+/// `pg_advisory_*` functions use 1 (bigint) and 2 (two int4s), so no call of theirs can take
+/// or hold a claim's lock, whatever the key: only a claim of the same (scope, key) can.
+pub const CLAIM_LOCK_CLASS: u16 = 0x4944;
+
+/// Try to take, until the transaction ends, the lock a claim of a new key holds on
+/// `(scope, key)`: `idem_lock_key(scope, key)` in class [`CLAIM_LOCK_CLASS`]. `false`: another
+/// transaction holds it. Each held lock takes a slot of the shared lock table
+/// (`max_locks_per_transaction`); running out is Postgres' own 53200.
+pub fn try_claim_lock(scope: &[u8], key: &[u8]) -> errors::Result<bool> {
+    let key = lock_key_for(scope, key)? as u64;
+    // SAFETY: SET_LOCKTAG_ADVISORY's fields, then a non-blocking, transaction-scoped
+    // ExclusiveLock, as pg_try_advisory_xact_lock takes it.
+    unsafe {
+        let tag = pgrx::pg_sys::LOCKTAG {
+            locktag_field1: pgrx::pg_sys::MyDatabaseId.into(),
+            locktag_field2: (key >> 32) as u32,
+            locktag_field3: key as u32,
+            locktag_field4: CLAIM_LOCK_CLASS,
+            locktag_type: pgrx::pg_sys::LockTagType::LOCKTAG_ADVISORY as u8,
+            locktag_lockmethodid: pgrx::pg_sys::USER_LOCKMETHOD as u8,
+        };
+        let result = pgrx::pg_sys::LockAcquire(
+            &tag,
+            pgrx::pg_sys::ExclusiveLock as pgrx::pg_sys::LOCKMODE,
+            false,
+            true,
+        );
+        Ok(result != pgrx::pg_sys::LockAcquireResult::LOCKACQUIRE_NOT_AVAIL)
+    }
+}
+
+/// The 64-bit hash of (scope, key) for the application's own advisory locks. Since 0.2.0 a
+/// claim no longer takes this lock (see [`CLAIM_LOCK_CLASS`]).
 #[pg_extern(immutable, strict, parallel_safe, name = "idem_lock_key")]
 fn idem_lock_key_scoped(scope: TextBytes<'_>, key: TextBytes<'_>) -> i64 {
     lock_key_for(scope.bytes(), key.bytes()).or_raise()

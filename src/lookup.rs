@@ -3,32 +3,22 @@
 //! A replay is the most common call and must cost little more than the index lookup it is, so
 //! this read skips SPI and the executor: it opens `idempotency.requests` and its primary key,
 //! scans with a fresh snapshot (as a READ COMMITTED statement would) and reads the columns from
-//! the slot. Privileges are checked as a SELECT would; a table with row-level security enabled
-//! is read through SQL instead (the caller falls back to SPI when [`Lookup::open`] says so).
+//! the slot.
 //!
-//! The catalog facts (OIDs, column numbers, `idem_status` labels) are cached per backend and
-//! dropped by a relcache callback whenever the table or index changes.
+//! Decide after the lock: the relation is locked first (which processes the invalidations of
+//! everything committed before), and only then are privileges, row-level security and the
+//! table's shape (`shape.rs`) judged. The catalog facts are cached per backend; a relcache
+//! callback drops them and bumps [`GENERATION`], so a cache built while an invalidation arrived
+//! is never kept, and a writer that takes a stronger lock later re-checks that nothing changed.
 
 use core::ffi::CStr;
 use std::cell::Cell;
 
-use pgrx::pg_sys::{self, AttrNumber, Datum, Oid};
+use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::compat;
 use crate::errors::{self, IdemError, Result};
-
-/// Columns the claim path reads, in [`Record`] order.
-const COLUMNS: [&CStr; 9] = [
-    c"request_hash",
-    c"status",
-    c"attempt",
-    c"response",
-    c"recovery_point",
-    c"failure_code",
-    c"failure_message",
-    c"locked_until",
-    c"expires_at",
-];
+use crate::shape::{self, Shape};
 
 /// `idem_status` labels in enum order.
 pub const STATUS_LABELS: [&CStr; 4] = [
@@ -38,32 +28,48 @@ pub const STATUS_LABELS: [&CStr; 4] = [
     c"failed_final",
 ];
 
+/// Column numbers (1-based) the claim path reads; fixed because the shape is checked.
+mod attno {
+    pub const REQUEST_HASH: usize = 3;
+    pub const STATUS: usize = 4;
+    pub const ATTEMPT: usize = 5;
+    pub const RESPONSE: usize = 6;
+    pub const RECOVERY_POINT: usize = 7;
+    pub const FAILURE_CODE: usize = 8;
+    pub const FAILURE_MESSAGE: usize = 9;
+    pub const LOCKED_UNTIL: usize = 12;
+    pub const EXPIRES_AT: usize = 17;
+}
+
 #[derive(Clone, Copy)]
 pub struct Catalog {
+    pub namespace: Oid,
     pub table: Oid,
     index: Oid,
-    attnums: [AttrNumber; COLUMNS.len()],
-    max_attnum: AttrNumber,
     pub statuses: [Oid; 4],
-    /// The table is exactly as the extension created it: `write.rs` may write it directly.
-    pub direct_writes: bool,
+    pub shape: Shape,
 }
 
 thread_local! {
     static CATALOG: Cell<Option<Catalog>> = const { Cell::new(None) };
+    /// Bumped by every invalidation of the watched relations (or of all relations).
+    static GENERATION: Cell<u64> = const { Cell::new(0) };
+    /// (table, index) whose invalidation matters, including while a catalog is being built.
+    static WATCHED: Cell<(Oid, Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
     static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
 #[pgrx::pg_guard]
 extern "C-unwind" fn forget_catalog(_arg: Datum, relid: Oid) {
-    let stale = CATALOG.with(|c| {
-        c.get().is_none_or(|cat| {
-            relid == pg_sys::InvalidOid || relid == cat.table || relid == cat.index
-        })
-    });
-    if stale {
+    let (table, index) = WATCHED.with(Cell::get);
+    if relid == pg_sys::InvalidOid || relid == table || relid == index {
         CATALOG.with(|c| c.set(None));
+        GENERATION.with(|g| g.set(g.get().wrapping_add(1)));
     }
+}
+
+fn generation() -> u64 {
+    GENERATION.with(Cell::get)
 }
 
 fn missing(what: &str) -> IdemError {
@@ -74,12 +80,8 @@ fn missing(what: &str) -> IdemError {
     .hint("Is the idempotency extension installed in this database?")
 }
 
-fn load_catalog() -> Result<Catalog> {
-    if !CALLBACK_REGISTERED.with(Cell::get) {
-        // SAFETY: registers a plain function for the life of the backend.
-        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(forget_catalog), Datum::from(0)) };
-        CALLBACK_REGISTERED.with(|c| c.set(true));
-    }
+/// The OIDs of schema `idempotency`, its table and primary key, by name (no lock yet).
+fn resolve() -> Result<(Oid, Oid, Oid)> {
     // SAFETY: catalog lookups by name; every result is checked.
     unsafe {
         let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
@@ -88,30 +90,121 @@ fn load_catalog() -> Result<Catalog> {
         if nsp == pg_sys::InvalidOid || table == pg_sys::InvalidOid || index == pg_sys::InvalidOid {
             return Err(missing("table idempotency.requests"));
         }
-        let mut attnums = [0; COLUMNS.len()];
-        for (slot, name) in attnums.iter_mut().zip(COLUMNS) {
-            *slot = pg_sys::get_attnum(table, name.as_ptr());
-            if *slot <= 0 {
-                return Err(missing(&format!("column {name:?}")));
+        Ok((nsp, table, index))
+    }
+}
+
+/// The extension's `idem_status`: `status`'s type, if it is the extension's own type.
+unsafe fn status_type(rel: pg_sys::Relation) -> Option<Oid> {
+    // SAFETY: an open relation's descriptor; catalog lookups of existing objects.
+    unsafe {
+        if (*(*rel).rd_att).natts < attno::STATUS as i32 {
+            return None;
+        }
+        let typ = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att)
+            .get(attno::STATUS - 1)?
+            .atttypid;
+        let extension = pg_sys::get_extension_oid(c"idempotency".as_ptr(), true);
+        let owner = pg_sys::getExtensionOfObject(pg_sys::TypeRelationId, typ);
+        let tuple =
+            pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::TYPEOID as _, Datum::from(typ));
+        if tuple.is_null() {
+            return None;
+        }
+        let form = pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_type;
+        let name = CStr::from_ptr((*form).typname.data.as_ptr()) == c"idem_status"
+            && (*form).typtype == pg_sys::TYPTYPE_ENUM as core::ffi::c_char;
+        pg_sys::ReleaseSysCache(tuple);
+        (extension != pg_sys::InvalidOid && owner == extension && name).then_some(typ)
+    }
+}
+
+/// Build the catalog of the locked `rel`.
+unsafe fn build(nsp: Oid, rel: pg_sys::Relation, index: Oid) -> Result<Catalog> {
+    // SAFETY: `rel` is open and locked; the index is opened under that lock and closed again.
+    unsafe {
+        let idx = pg_sys::try_relation_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+        if idx.is_null() {
+            return Err(missing("index idempotency.requests_pkey"));
+        }
+        let status = status_type(rel);
+        let mut statuses = [pg_sys::InvalidOid; 4];
+        let mut shape = Shape::default();
+        if let Some(typ) = status {
+            for (slot, label) in statuses.iter_mut().zip(STATUS_LABELS) {
+                *slot = crate::call_site::enum_label_oid(typ, label)?;
+            }
+            if (*(*idx).rd_rel).relkind == pg_sys::RELKIND_INDEX as core::ffi::c_char {
+                shape = shape::of(rel, idx, typ);
             }
         }
-        let status_type = pg_sys::get_atttype(table, attnums[1]);
-        let mut statuses = [pg_sys::InvalidOid; 4];
-        for (slot, label) in statuses.iter_mut().zip(STATUS_LABELS) {
-            *slot = crate::call_site::enum_label_oid(status_type, label)?;
-        }
-        let max_attnum = attnums.iter().copied().max().unwrap_or(0);
-        let catalog = Catalog {
-            table,
+        pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        Ok(Catalog {
+            namespace: nsp,
+            table: (*rel).rd_id,
             index,
-            attnums,
-            max_attnum,
             statuses,
-            direct_writes: crate::write::table_is_pristine(table),
-        };
-        CATALOG.with(|c| c.set(Some(catalog)));
-        Ok(catalog)
+            shape,
+        })
     }
+}
+
+/// `idempotency.requests` opened with `lockmode`, and its catalog as of after the lock, or
+/// `None` when it kept changing under us (the caller uses SQL).
+pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u64)>> {
+    if !CALLBACK_REGISTERED.with(Cell::get) {
+        // SAFETY: registers a plain function for the life of the backend.
+        unsafe { pg_sys::CacheRegisterRelcacheCallback(Some(forget_catalog), Datum::from(0)) };
+        CALLBACK_REGISTERED.with(|c| c.set(true));
+    }
+    for _ in 0..4 {
+        let before = generation();
+        let cached = CATALOG.with(Cell::get);
+        let (nsp, table, index) = match cached {
+            Some(c) => (c.namespace, c.table, c.index),
+            None => resolve()?,
+        };
+        WATCHED.with(|w| w.set((table, index)));
+        // SAFETY: locking (which processes pending invalidations) before anything is decided;
+        // a relation dropped meanwhile gives NULL, not an error.
+        let rel = unsafe { pg_sys::try_table_open(table, lockmode as pg_sys::LOCKMODE) };
+        if rel.is_null() {
+            CATALOG.with(|c| c.set(None));
+            continue;
+        }
+        let close = |rel| {
+            // SAFETY: opened above; the lock stays to the end of the transaction.
+            unsafe { pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
+        };
+        if generation() != before {
+            close(rel);
+            continue;
+        }
+        if let Some(catalog) = cached {
+            return Ok(Some((catalog, rel, before)));
+        }
+        // SAFETY: `rel` is open and locked.
+        let catalog = match unsafe { build(nsp, rel, index) } {
+            Ok(catalog) => catalog,
+            Err(err) => {
+                close(rel);
+                return Err(err);
+            }
+        };
+        if generation() != before {
+            // An invalidation arrived while building: never keep or use that catalog.
+            close(rel);
+            continue;
+        }
+        CATALOG.with(|c| c.set(Some(catalog)));
+        return Ok(Some((catalog, rel, before)));
+    }
+    Ok(None)
+}
+
+/// Has anything about the table been invalidated since `seen` (a [`lock_table`] generation)?
+pub fn changed_since(seen: u64) -> bool {
+    generation() != seen
 }
 
 /// A record's columns as datums that point into the scanned buffer; valid while the
@@ -132,6 +225,8 @@ pub struct Record {
 /// An open index scan of `idempotency.requests`; closed when dropped.
 pub struct Lookup {
     pub catalog: Catalog,
+    /// [`lock_table`]'s generation: what the decisions above were made on.
+    pub generation: u64,
     heap: pg_sys::Relation,
     index: pg_sys::Relation,
     snapshot: pg_sys::Snapshot,
@@ -141,35 +236,43 @@ pub struct Lookup {
 
 impl Lookup {
     /// Open the table and its primary key for reading, or `Ok(None)` when the read must go
-    /// through SQL (row-level security is enabled on the table).
+    /// through SQL (row-level security applies, or the table is not as the extension made it).
+    /// Everything is decided after the table is locked.
     pub fn open() -> Result<Option<Lookup>> {
-        let catalog = match CATALOG.with(Cell::get) {
-            Some(catalog) => catalog,
-            None => load_catalog()?,
+        let lock = pg_sys::AccessShareLock;
+        let Some((catalog, heap, generation)) = lock_table(lock)? else {
+            return Ok(None);
         };
-        // SAFETY: privilege and RLS checks on a relation OID; the relations are opened with
-        // AccessShareLock (kept to the end of the transaction, as the executor does).
+        // SAFETY: privilege and RLS checks of the locked relation; the index is opened under
+        // the table's lock (kept to the end of the transaction, as the executor does).
         unsafe {
+            let close = || pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+            if let Err(err) = crate::access::require_schema_usage(catalog.namespace) {
+                close();
+                return Err(err);
+            }
             let user = pg_sys::GetUserId();
             if pg_sys::pg_class_aclcheck(catalog.table, user, pg_sys::ACL_SELECT as pg_sys::AclMode)
                 != pg_sys::AclResult::ACLCHECK_OK
             {
+                close();
                 return Err(IdemError::new(errors::INSUFFICIENT_PRIVILEGE, "permission denied for table requests")
                     .hint("GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.requests TO the calling role."));
             }
-            if pg_sys::check_enable_rls(catalog.table, pg_sys::InvalidOid, false)
-                == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+            if !catalog.shape.readable
+                || pg_sys::check_enable_rls(catalog.table, pg_sys::InvalidOid, false)
+                    == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
             {
+                close();
                 return Ok(None);
             }
-            let lock = pg_sys::AccessShareLock as pg_sys::LOCKMODE;
-            let heap = pg_sys::table_open(catalog.table, lock);
-            let index = pg_sys::index_open(catalog.index, lock);
+            let index = pg_sys::index_open(catalog.index, lock as pg_sys::LOCKMODE);
             let snapshot = pg_sys::RegisterSnapshot(pg_sys::GetTransactionSnapshot());
             let scan = compat::index_beginscan(heap, index, snapshot, 2, 0);
             let slot = pg_sys::table_slot_create(heap, core::ptr::null_mut());
             Ok(Some(Lookup {
                 catalog,
+                generation,
                 heap,
                 index,
                 snapshot,
@@ -208,7 +311,7 @@ impl Lookup {
                 pg_sys::ScanKeyEntryInitialize(
                     &mut keys[i],
                     0,
-                    (i + 1) as AttrNumber,
+                    (i + 1) as pg_sys::AttrNumber,
                     pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
                     pg_sys::InvalidOid,
                     *collations.add(i),
@@ -224,21 +327,19 @@ impl Lookup {
             ) {
                 return Ok(None);
             }
-            if (*self.slot).tts_nvalid < cat.max_attnum {
-                pg_sys::slot_getsomeattrs_int(self.slot, cat.max_attnum as i32);
+            let natts = shape::NATTS as i32;
+            if ((*self.slot).tts_nvalid as i32) < natts {
+                pg_sys::slot_getsomeattrs_int(self.slot, natts);
             }
             let values = (*self.slot).tts_values;
             let nulls = (*self.slot).tts_isnull;
-            let get = |n: usize| {
-                let at = (cat.attnums[n] - 1) as usize;
-                (!*nulls.add(at)).then(|| *values.add(at))
-            };
-            let required = |n: usize| {
-                get(n).ok_or_else(|| {
-                    IdemError::new(errors::INTERNAL_ERROR, format!("{:?} is null", COLUMNS[n]))
+            let get = |attno: usize| (!*nulls.add(attno - 1)).then(|| *values.add(attno - 1));
+            let required = |attno: usize| {
+                get(attno).ok_or_else(|| {
+                    IdemError::new(errors::INTERNAL_ERROR, format!("column {attno} is null"))
                 })
             };
-            let status_oid = Oid::from(required(1)?.value() as u32);
+            let status_oid = Oid::from(required(attno::STATUS)?.value() as u32);
             let status = cat
                 .statuses
                 .iter()
@@ -247,15 +348,15 @@ impl Lookup {
                     IdemError::new(errors::INTERNAL_ERROR, "unknown idem_status value")
                 })?;
             Ok(Some(Record {
-                request_hash: required(0)?,
+                request_hash: required(attno::REQUEST_HASH)?,
                 status,
-                attempt: required(2)?.value() as i32,
-                response: get(3),
-                recovery_point: get(4),
-                failure_code: get(5),
-                failure_message: get(6),
-                locked_until: get(7).map(|d| d.value() as i64),
-                expires_at: required(8)?.value() as i64,
+                attempt: required(attno::ATTEMPT)?.value() as i32,
+                response: get(attno::RESPONSE),
+                recovery_point: get(attno::RECOVERY_POINT),
+                failure_code: get(attno::FAILURE_CODE),
+                failure_message: get(attno::FAILURE_MESSAGE),
+                locked_until: get(attno::LOCKED_UNTIL).map(|d| d.value() as i64),
+                expires_at: required(attno::EXPIRES_AT)?.value() as i64,
             }))
         }
     }

@@ -35,7 +35,10 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// Every statement names schema `idempotency`: its USAGE is checked here, as name lookup
+    /// would, because a kept plan is not looked up again for the next role (`access.rs`).
     pub fn open() -> Result<Conn> {
+        crate::access::require_idempotency_usage()?;
         // SAFETY: paired with SPI_finish in Drop.
         let code = unsafe { pg_sys::SPI_connect() };
         if code != pg_sys::SPI_OK_CONNECT as i32 {
@@ -83,7 +86,15 @@ fn spi_error(what: &str, code: i32) -> IdemError {
     )
 }
 
+/// The text of every statement prepared in this backend, for the search_path test.
+#[cfg(any(test, feature = "pg_test"))]
+pub fn prepared_statements() -> Vec<&'static str> {
+    PREPARED.with(|p| p.borrow().clone())
+}
+
 thread_local! {
+    #[cfg(any(test, feature = "pg_test"))]
+    static PREPARED: RefCell<Vec<&'static str>> = const { RefCell::new(Vec::new()) };
     static KEPT: RefCell<HashMap<usize, pg_sys::SPIPlanPtr>> = RefCell::new(HashMap::new());
 }
 
@@ -109,6 +120,8 @@ impl Statement {
             return Err(spi_error("SPI_keepplan", code));
         }
         KEPT.with(|kept| kept.borrow_mut().insert(id, plan));
+        #[cfg(any(test, feature = "pg_test"))]
+        PREPARED.with(|p| p.borrow_mut().push(self.sql));
         Ok(plan)
     }
 

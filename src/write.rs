@@ -8,58 +8,24 @@
 //! CHECK constraints by construction: every input is validated first, and the two conditions
 //! that depend on the stored row are checked in Rust (`finish.rs`: `finish_directly`).
 //!
-//! Callers write through SQL instead whenever one of these does not hold:
-//! - the table is exactly as the extension created it ([`table_is_pristine`]: its 17 columns,
-//!   NOT NULLs and 8 CHECK constraints; no triggers, rules, identity or generated columns),
-//!   re-checked whenever its relcache entry is invalidated;
+//! Callers write through SQL instead whenever one of these does not hold, judged after the
+//! table is locked for writing:
+//! - the table is exactly as the extension created it (`shape.rs`: its 17 columns with their
+//!   types, NOT NULLs and no defaults, the 8 CHECK constraints by expression, the primary key;
+//!   no triggers, rules, identity or generated columns), and nothing about it was invalidated
+//!   since the read that preceded the write ([`crate::lookup::changed_since`]);
 //! - the caller holds the table privilege (SQL raises the error) and row-level security is off;
 //! - the transaction is READ COMMITTED (SQL raises serialization failures in stricter levels)
 //!   and not read-only (SQL raises 25006, also on a standby);
 //! - for an update: nobody changed the row since it was read (SQL re-reads it, as UPDATE does).
 
-use core::ffi::{CStr, c_int};
+use core::ffi::c_int;
 
-use pgrx::PgTupleDesc;
-use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::pg_sys::{self, Datum};
 
 use crate::compat::{self, IndexUpdate};
 use crate::errors::{self, IdemError, Result};
-use crate::lookup::Catalog;
-
-/// The table's columns, in order.
-const COLUMNS: [&CStr; 17] = [
-    c"scope",
-    c"key",
-    c"request_hash",
-    c"status",
-    c"attempt",
-    c"response",
-    c"recovery_point",
-    c"failure_code",
-    c"failure_message",
-    c"claimed_by",
-    c"claimed_at",
-    c"locked_until",
-    c"lease",
-    c"retention",
-    c"created_at",
-    c"updated_at",
-    c"expires_at",
-];
-const NOT_NULL: [bool; 17] = [
-    true, true, true, true, true, false, false, false, false, false, true, false, true, true, true,
-    true, true,
-];
-const CHECKS: [&CStr; 8] = [
-    c"requests_scope_check",
-    c"requests_key_check",
-    c"requests_request_hash_check",
-    c"requests_attempt_check",
-    c"requests_lease_check",
-    c"requests_response_check",
-    c"requests_intervals_check",
-    c"requests_times_check",
-];
+use crate::lookup::{Lookup, changed_since};
 
 /// Column positions (0-based) in [`COLUMNS`].
 pub mod col {
@@ -84,54 +50,6 @@ pub mod col {
 /// A row to write: one value per column, `None` for NULL.
 pub type Values = [Option<Datum>; 17];
 
-/// Is `table` exactly as sql/bootstrap.sql created it?
-pub fn table_is_pristine(table: Oid) -> bool {
-    // SAFETY: reads the relcache entry of an open relation.
-    unsafe {
-        let rel = pg_sys::table_open(table, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
-        let pristine = is_pristine(rel);
-        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-        pristine
-    }
-}
-
-unsafe fn is_pristine(rel: pg_sys::Relation) -> bool {
-    // SAFETY: an open relation's form, descriptor and constraints.
-    unsafe {
-        // relhastriggers / relhasrules stay set after the last one is dropped: ask the
-        // relcache entry, which has a trigger descriptor / rules only while there are some.
-        if (*(*rel).rd_rel).relkind != pg_sys::RELKIND_RELATION as core::ffi::c_char
-            || !(*rel).trigdesc.is_null()
-            || !(*rel).rd_rules.is_null()
-        {
-            return false;
-        }
-        let tupdesc = PgTupleDesc::from_pg_unchecked((*rel).rd_att);
-        if tupdesc.len() != COLUMNS.len() {
-            return false;
-        }
-        for (i, attr) in tupdesc.iter().enumerate() {
-            let name = CStr::from_ptr(attr.attname.data.as_ptr());
-            if attr.attisdropped
-                || name != COLUMNS[i]
-                || attr.attnotnull != NOT_NULL[i]
-                || attr.attgenerated != 0
-                || attr.attidentity != 0
-            {
-                return false;
-            }
-        }
-        let constr = (*(*rel).rd_att).constr;
-        if constr.is_null() || (*constr).num_check as usize != CHECKS.len() {
-            return false;
-        }
-        let checks = core::slice::from_raw_parts((*constr).check, CHECKS.len());
-        checks
-            .iter()
-            .all(|check| CHECKS.contains(&CStr::from_ptr(check.ccname)))
-    }
-}
-
 /// The table opened for writing, with its indexes; closed when dropped.
 pub struct Writer {
     heap: pg_sys::Relation,
@@ -142,28 +60,40 @@ pub struct Writer {
 
 impl Writer {
     /// The table opened for writes with `privilege`, or `None` when the caller must write
-    /// through SQL (see the module's list; row-level security is [`crate::lookup::Lookup`]'s
-    /// check, made before this).
-    pub fn open(catalog: &Catalog, privilege: u32) -> Option<Writer> {
-        // SAFETY: reads the transaction's isolation level and checks a table privilege.
-        let allowed = unsafe {
-            catalog.direct_writes
-                && !pg_sys::XactReadOnly
-                && pg_sys::XactIsoLevel < pg_sys::XACT_REPEATABLE_READ as c_int
-                && pg_sys::pg_class_aclcheck(
-                    catalog.table,
-                    pg_sys::GetUserId(),
-                    privilege as pg_sys::AclMode,
-                ) == pg_sys::AclResult::ACLCHECK_OK
+    /// through SQL (see the module's list). `lookup` is the read this write follows: its
+    /// decisions stand only if nothing was invalidated by the time the write lock is held.
+    pub fn open(lookup: &Lookup, privilege: u32) -> Option<Writer> {
+        // SAFETY: reads the transaction's isolation level and read-only flag.
+        let sql_needed = unsafe {
+            !lookup.catalog.shape.writable
+                || pg_sys::XactReadOnly
+                || pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as c_int
         };
-        if !allowed {
+        if sql_needed {
             return None;
         }
+        // SAFETY: RowExclusiveLock (held to the end of the transaction) processes whatever was
+        // committed since the read; then the privilege is checked on the locked relation.
+        let heap = unsafe {
+            let heap = pg_sys::table_open(
+                lookup.catalog.table,
+                pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+            );
+            let allowed = !changed_since(lookup.generation)
+                && pg_sys::pg_class_aclcheck(
+                    lookup.catalog.table,
+                    pg_sys::GetUserId(),
+                    privilege as pg_sys::AclMode,
+                ) == pg_sys::AclResult::ACLCHECK_OK;
+            if !allowed {
+                pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
+                return None;
+            }
+            heap
+        };
         // SAFETY: the executor's set-up for writing one relation, in an executor state of its
-        // own (freed in Drop); RowExclusiveLock is held to the end of the transaction.
+        // own (freed in Drop).
         unsafe {
-            let heap =
-                pg_sys::table_open(catalog.table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
             let estate = pg_sys::CreateExecutorState();
             let old = pg_sys::MemoryContextSwitchTo((*estate).es_query_cxt);
             let rri = pg_sys::palloc0(core::mem::size_of::<pg_sys::ResultRelInfo>())

@@ -219,6 +219,30 @@ impl Cluster {
         }
     }
 
+    /// A session of `user` in `dbname` whose notices and warnings are collected.
+    pub fn connect_collecting(
+        &self,
+        dbname: &str,
+        user: &str,
+    ) -> (Client, std::sync::Arc<std::sync::Mutex<Vec<String>>>) {
+        let notices = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let sink = notices.clone();
+        let client = postgres::Config::new()
+            .host("127.0.0.1")
+            .port(self.port)
+            .user(user)
+            .dbname(dbname)
+            .application_name("idem-it")
+            .notice_callback(move |notice| {
+                if let Ok(mut all) = sink.lock() {
+                    all.push(notice.message().to_string());
+                }
+            })
+            .connect(NoTls)
+            .unwrap_or_else(|e| panic!("connect to {dbname} as {user}: {e}"));
+        (client, notices)
+    }
+
     /// A session in the test database.
     pub fn session(&self) -> Client {
         self.connect("idem_test")

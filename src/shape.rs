@@ -1,0 +1,346 @@
+//! What "`idempotency.requests` exactly as the extension created it" means, checked on the
+//! locked relation before the direct paths read or write it (`lookup.rs`, `write.rs`).
+//!
+//! Names alone are not enough: a column whose type, typmod or collation changed would be read
+//! and written with the wrong layout, and a CHECK replaced by another of the same name would be
+//! bypassed. So every column's type, typmod and collation is compared, and every CHECK's stored
+//! expression is reduced to a canonical text (built-in operator and function OIDs, column
+//! numbers, constants through their output functions) and compared with the expected one.
+
+use core::ffi::CStr;
+
+use pgrx::PgTupleDesc;
+use pgrx::pg_sys::{self, Oid};
+
+/// A column's expected type: built-in, or the extension's `idem_status`.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Ty {
+    Text,
+    Status,
+    Int4,
+    Jsonb,
+    Timestamptz,
+    Interval,
+}
+
+impl Ty {
+    fn oid(self, status_type: Oid) -> Oid {
+        match self {
+            Ty::Text => pg_sys::TEXTOID,
+            Ty::Status => status_type,
+            Ty::Int4 => pg_sys::INT4OID,
+            Ty::Jsonb => pg_sys::JSONBOID,
+            Ty::Timestamptz => pg_sys::TIMESTAMPTZOID,
+            Ty::Interval => pg_sys::INTERVALOID,
+        }
+    }
+
+    fn collation(self) -> Oid {
+        if self == Ty::Text {
+            pg_sys::DEFAULT_COLLATION_OID
+        } else {
+            pg_sys::InvalidOid
+        }
+    }
+}
+
+/// The 17 columns of sql/bootstrap.sql: name, type, NOT NULL.
+const COLUMNS: [(&CStr, Ty, bool); 17] = [
+    (c"scope", Ty::Text, true),
+    (c"key", Ty::Text, true),
+    (c"request_hash", Ty::Text, true),
+    (c"status", Ty::Status, true),
+    (c"attempt", Ty::Int4, true),
+    (c"response", Ty::Jsonb, false),
+    (c"recovery_point", Ty::Text, false),
+    (c"failure_code", Ty::Text, false),
+    (c"failure_message", Ty::Text, false),
+    (c"claimed_by", Ty::Text, false),
+    (c"claimed_at", Ty::Timestamptz, true),
+    (c"locked_until", Ty::Timestamptz, false),
+    (c"lease", Ty::Interval, true),
+    (c"retention", Ty::Interval, true),
+    (c"created_at", Ty::Timestamptz, true),
+    (c"updated_at", Ty::Timestamptz, true),
+    (c"expires_at", Ty::Timestamptz, true),
+];
+
+pub const NATTS: usize = COLUMNS.len();
+
+/// The CHECK constraints of sql/bootstrap.sql in canonical form (see [`canonical`]): `vN` is
+/// column N, `opN`/`fnN` a built-in operator/function by OID (the same in every major),
+/// `c(type)'…'` a constant's bytes in hex (an `idem_status` one by its label).
+const CHECKS: [(&CStr, &str); 8] = [
+    (
+        c"requests_scope_check",
+        "and(op525(fn1374(v1),c(23)'1'),op523(fn1374(v1),c(23)'ff'))",
+    ),
+    (
+        c"requests_key_check",
+        "and(op525(fn1374(v2),c(23)'1'),op523(fn1374(v2),c(23)'ff'))",
+    ),
+    (
+        c"requests_request_hash_check",
+        "and(op525(fn1374(v3),c(23)'1'),op523(fn1374(v3),c(23)'ff'))",
+    ),
+    (c"requests_attempt_check", "op525(v5,c(23)'1')"),
+    (
+        c"requests_lease_check",
+        "op91(op3516(v4,c(status)'processing'),notnull(v12))",
+    ),
+    (
+        c"requests_response_check",
+        "or(op3516(v4,c(status)'succeeded'),isnull(v6))",
+    ),
+    (
+        c"requests_intervals_check",
+        "and(op1334(v13,c(1186)'00000000000000000000000000000000'),op1334(v14,c(1186)'00000000000000000000000000000000'))",
+    ),
+    (
+        c"requests_times_check",
+        "and(op1325(v16,v15),op1325(v11,v15))",
+    ),
+];
+
+/// What the direct paths may do with the table.
+#[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
+pub struct Shape {
+    /// The first 17 columns and the primary key are as created: read them by position.
+    pub readable: bool,
+    /// Also exactly 17 columns, the NOT NULLs, no defaults, the 8 CHECKs, no triggers or
+    /// rules: a row built here is what SQL would write.
+    pub writable: bool,
+}
+
+/// The shape of the open (locked) `rel` and its primary key `index`.
+///
+/// # Safety
+/// `rel` and `index` are open relations; `status_type` is the extension's `idem_status`.
+pub unsafe fn of(rel: pg_sys::Relation, index: pg_sys::Relation, status_type: Oid) -> Shape {
+    // SAFETY: reads the relcache entries of open relations.
+    unsafe {
+        let readable = (*(*rel).rd_rel).relkind == pg_sys::RELKIND_RELATION as core::ffi::c_char
+            && columns_match(rel, status_type, false)
+            && primary_key_matches(rel, index);
+        let writable = readable
+            && (*rel).trigdesc.is_null()
+            && (*rel).rd_rules.is_null()
+            && columns_match(rel, status_type, true)
+            && checks_match(rel, status_type);
+        Shape { readable, writable }
+    }
+}
+
+unsafe fn columns_match(rel: pg_sys::Relation, status_type: Oid, exact: bool) -> bool {
+    // SAFETY: an open relation's tuple descriptor.
+    let tupdesc = unsafe { PgTupleDesc::from_pg_unchecked((*rel).rd_att) };
+    if tupdesc.len() < NATTS || (exact && tupdesc.len() != NATTS) {
+        return false;
+    }
+    tupdesc
+        .iter()
+        .zip(COLUMNS)
+        .all(|(attr, (name, ty, not_null))| {
+            // SAFETY: attname is a NUL-terminated NameData.
+            let attname = unsafe { CStr::from_ptr(attr.attname.data.as_ptr()) };
+            !attr.attisdropped
+                && attname == name
+                && attr.atttypid == ty.oid(status_type)
+                && attr.atttypmod == -1
+                && attr.attcollation == ty.collation()
+                && attr.attgenerated == 0
+                && attr.attidentity == 0
+                && (!exact || (attr.attnotnull == not_null && !attr.atthasdef))
+        })
+}
+
+unsafe fn primary_key_matches(rel: pg_sys::Relation, index: pg_sys::Relation) -> bool {
+    // SAFETY: an open index's pg_index row, opfamilies and collations (two key columns).
+    unsafe {
+        let form = (*index).rd_index;
+        if form.is_null()
+            || (*form).indrelid != (*rel).rd_id
+            || (*form).indnatts != 2
+            || (*form).indnkeyatts != 2
+            || !(*form).indisunique
+            || !(*form).indisvalid
+            || !(*form).indislive
+            || (*(*index).rd_rel).relam != pg_sys::BTREE_AM_OID
+        {
+            return false;
+        }
+        let keys = (*form).indkey.values.as_slice(2);
+        let families = core::slice::from_raw_parts((*index).rd_opfamily, 2);
+        let collations = core::slice::from_raw_parts((*index).rd_indcollation, 2);
+        keys == [1, 2]
+            && families.iter().all(|f| *f == pg_sys::TEXT_BTREE_FAM_OID)
+            && collations
+                .iter()
+                .all(|c| *c == pg_sys::DEFAULT_COLLATION_OID)
+            && pg_sys::RelationGetIndexPredicate(index).is_null()
+            && pg_sys::RelationGetIndexExpressions(index).is_null()
+    }
+}
+
+unsafe fn checks_match(rel: pg_sys::Relation, status_type: Oid) -> bool {
+    // SAFETY: an open relation's constraints; ccbin is a node string of a stored expression.
+    unsafe {
+        let constr = (*(*rel).rd_att).constr;
+        if constr.is_null() || (*constr).num_check as usize != CHECKS.len() {
+            return false;
+        }
+        let checks = core::slice::from_raw_parts((*constr).check, CHECKS.len());
+        checks.iter().all(|check| {
+            let name = CStr::from_ptr(check.ccname);
+            let Some((_, expected)) = CHECKS.iter().find(|(n, _)| *n == name) else {
+                return false;
+            };
+            check.ccvalid
+                && !check.ccbin.is_null()
+                && canonical(pg_sys::stringToNode(check.ccbin).cast(), status_type).as_deref()
+                    == Some(*expected)
+        })
+    }
+}
+
+/// The label of an enum value.
+fn enum_label(value: Oid) -> Option<String> {
+    // SAFETY: a syscache lookup by OID; the tuple is released before returning.
+    unsafe {
+        let tuple = pg_sys::SearchSysCache1(pg_sys::SysCacheIdentifier::ENUMOID as _, value.into());
+        if tuple.is_null() {
+            return None;
+        }
+        let form = pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_enum;
+        let label = CStr::from_ptr((*form).enumlabel.data.as_ptr())
+            .to_string_lossy()
+            .into_owned();
+        pg_sys::ReleaseSysCache(tuple);
+        Some(label)
+    }
+}
+
+/// The canonical text of a stored CHECK expression, or `None` for a node kind that no CHECK of
+/// the extension uses (such a constraint is not the extension's).
+///
+/// # Safety
+/// `node` is a valid expression tree.
+pub unsafe fn canonical(node: *mut pg_sys::Node, status_type: Oid) -> Option<String> {
+    pg_sys::check_for_interrupts!();
+    if node.is_null() {
+        return None;
+    }
+    // SAFETY: each cast follows the node's tag.
+    unsafe {
+        let args = |list: *mut pg_sys::List| -> Option<String> {
+            if list.is_null() {
+                return Some(String::new());
+            }
+            let parts: Option<Vec<String>> = (0..(*list).length as usize)
+                .map(|i| canonical((*(*list).elements.add(i)).ptr_value.cast(), status_type))
+                .collect();
+            Some(parts?.join(","))
+        };
+        match (*node).type_ {
+            pg_sys::NodeTag::T_BoolExpr => {
+                let expr = node.cast::<pg_sys::BoolExpr>();
+                let op = match (*expr).boolop {
+                    pg_sys::BoolExprType::AND_EXPR => "and",
+                    pg_sys::BoolExprType::OR_EXPR => "or",
+                    _ => "not",
+                };
+                Some(format!("{op}({})", args((*expr).args)?))
+            }
+            pg_sys::NodeTag::T_OpExpr => {
+                let expr = node.cast::<pg_sys::OpExpr>();
+                Some(format!(
+                    "op{}({})",
+                    u32::from((*expr).opno),
+                    args((*expr).args)?
+                ))
+            }
+            pg_sys::NodeTag::T_FuncExpr => {
+                let expr = node.cast::<pg_sys::FuncExpr>();
+                Some(format!(
+                    "fn{}({})",
+                    u32::from((*expr).funcid),
+                    args((*expr).args)?
+                ))
+            }
+            pg_sys::NodeTag::T_Var => {
+                let var = node.cast::<pg_sys::Var>();
+                Some(format!("v{}", (*var).varattno))
+            }
+            pg_sys::NodeTag::T_NullTest => {
+                let test = node.cast::<pg_sys::NullTest>();
+                let kind = if (*test).nulltesttype == pg_sys::NullTestType::IS_NULL {
+                    "isnull"
+                } else {
+                    "notnull"
+                };
+                Some(format!(
+                    "{kind}({})",
+                    canonical((*test).arg.cast(), status_type)?
+                ))
+            }
+            pg_sys::NodeTag::T_Const => {
+                let c = node.cast::<pg_sys::Const>();
+                if (*c).constisnull {
+                    return Some("null".into());
+                }
+                let ty = (*c).consttype;
+                if ty == status_type {
+                    return enum_label(Oid::from((*c).constvalue.value() as u32))
+                        .map(|label| format!("c(status)'{label}'"));
+                }
+                // The value's bytes, not its text: output functions follow settings such as
+                // IntervalStyle, and the result must not.
+                let value = if (*c).constbyval {
+                    format!("{:x}", (*c).constvalue.value())
+                } else if (*c).constlen > 0 {
+                    let bytes = core::slice::from_raw_parts(
+                        (*c).constvalue.cast_mut_ptr::<u8>(),
+                        (*c).constlen as usize,
+                    );
+                    bytes.iter().map(|b| format!("{b:02x}")).collect()
+                } else {
+                    return None;
+                };
+                Some(format!("c({})'{value}'", u32::from(ty)))
+            }
+            _ => None,
+        }
+    }
+}
+
+/// (constraint name, canonical expression) of every CHECK of `idempotency.requests`, then
+/// ("readable"/"writable", flag), for tests.
+#[cfg(any(test, feature = "pg_test"))]
+pub fn describe_requests() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    let Ok(Some((catalog, rel, _))) = crate::lookup::lock_table(pg_sys::AccessShareLock) else {
+        return out;
+    };
+    // SAFETY: the locked relation's constraints, as `checks_match` reads them.
+    unsafe {
+        let constr = (*(*rel).rd_att).constr;
+        if !constr.is_null() {
+            let checks = core::slice::from_raw_parts((*constr).check, (*constr).num_check as usize);
+            let status = (*pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att)
+                .get(3)
+                .unwrap_or_else(|| unreachable!()))
+            .atttypid;
+            for check in checks {
+                let expr = canonical(pg_sys::stringToNode(check.ccbin).cast(), status);
+                out.push((
+                    CStr::from_ptr(check.ccname).to_string_lossy().into_owned(),
+                    expr.unwrap_or_else(|| "?".into()),
+                ));
+            }
+        }
+        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+    }
+    out.push(("readable".into(), catalog.shape.readable.to_string()));
+    out.push(("writable".into(), catalog.shape.writable.to_string()));
+    out
+}
