@@ -110,8 +110,10 @@ pub(crate) const TIMESTAMPTZ: Oid = pg_sys::TIMESTAMPTZOID;
 /// The columns the claim path reads, in the order [`Row::read`] expects.
 macro_rules! row_columns {
     () => {
-        "status::pg_catalog.text, request_hash, attempt, response, recovery_point, \
-         failure_code, failure_message, locked_until, expires_at"
+        "status::pg_catalog.text, request_hash::pg_catalog.text, attempt::pg_catalog.int4, \
+         response::pg_catalog.jsonb, recovery_point::pg_catalog.text, \
+         failure_code::pg_catalog.text, failure_message::pg_catalog.text, \
+         locked_until::pg_catalog.timestamptz, expires_at::pg_catalog.timestamptz"
     };
 }
 macro_rules! by_key {
@@ -150,7 +152,7 @@ static INSERT: Statement = Statement {
            $7 OPERATOR(pg_catalog.+) $4, $4, $5, pg_catalog.now(), pg_catalog.now(), \
            pg_catalog.now() OPERATOR(pg_catalog.+) $5) \
           ON CONFLICT (scope, key) DO NOTHING \
-          RETURNING attempt, locked_until, expires_at",
+          RETURNING attempt::pg_catalog.int4, locked_until::pg_catalog.timestamptz, expires_at::pg_catalog.timestamptz",
     args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT, TIMESTAMPTZ],
 };
 
@@ -163,7 +165,7 @@ static TAKE_OVER: Statement = Statement {
          updated_at = pg_catalog.now(), expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $5",
         by_key!(),
         " AND request_hash OPERATOR(pg_catalog.=) $3",
-        " RETURNING attempt, locked_until, expires_at"
+        " RETURNING attempt::pg_catalog.int4, locked_until::pg_catalog.timestamptz, expires_at::pg_catalog.timestamptz"
     ),
     args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT, TIMESTAMPTZ],
 };
@@ -178,7 +180,7 @@ static RESET: Statement = Statement {
          created_at = pg_catalog.now(), updated_at = pg_catalog.now(), \
          expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) $5",
         by_key!(),
-        " RETURNING attempt, locked_until, expires_at"
+        " RETURNING attempt::pg_catalog.int4, locked_until::pg_catalog.timestamptz, expires_at::pg_catalog.timestamptz"
     ),
     args: &[TEXT, TEXT, TEXT, INTERVAL, INTERVAL, TEXT, TIMESTAMPTZ],
 };

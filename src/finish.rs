@@ -38,7 +38,7 @@ pub(crate) static COMPLETE: Statement = Statement {
          expires_at = GREATEST(expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) retention)",
         by_key!(),
         current_attempt!("$4"),
-        " RETURNING attempt"
+        " RETURNING attempt::pg_catalog.int4"
     ),
     args: &[TEXT, TEXT, JSONB, INT4],
 };
@@ -54,7 +54,7 @@ macro_rules! fail_statement {
                  expires_at = GREATEST(expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) retention)",
                 by_key!(),
                 current_attempt!("$5"),
-                " RETURNING attempt"
+                " RETURNING attempt::pg_catalog.int4"
             ),
             args: &[TEXT, TEXT, TEXT, TEXT, INT4],
         }
@@ -71,7 +71,7 @@ static CHECKPOINT: Statement = Statement {
          updated_at = pg_catalog.now()",
         by_key!(),
         current_attempt!("$4"),
-        " RETURNING locked_until"
+        " RETURNING locked_until::pg_catalog.timestamptz"
     ),
     args: &[TEXT, TEXT, TEXT, INT4, INTERVAL],
 };
@@ -79,7 +79,8 @@ static CHECKPOINT: Statement = Statement {
 /// Why a complete / fail / checkpoint changed nothing: the record as it is now.
 static STATE: Statement = Statement {
     sql: concat!(
-        "SELECT status::pg_catalog.text, attempt, NULL, failure_code, failure_message \
+        "SELECT status::pg_catalog.text, attempt::pg_catalog.int4, NULL, \
+         failure_code::pg_catalog.text, failure_message::pg_catalog.text \
          FROM idempotency.requests",
         by_key!()
     ),

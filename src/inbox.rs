@@ -35,7 +35,7 @@ static INSERT: Statement = Statement {
 
 static LOOKUP: Statement = Statement {
     sql: concat!(
-        "SELECT message_hash, expires_at OPERATOR(pg_catalog.<) pg_catalog.now() \
+        "SELECT message_hash::pg_catalog.text, expires_at OPERATOR(pg_catalog.<) pg_catalog.now() \
          FROM idempotency.inbox",
         by_message!()
     ),

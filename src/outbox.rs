@@ -45,12 +45,12 @@ static PUT: Statement = Statement {
     sql: "INSERT INTO idempotency.outbox \
           (topic, dedupe_key, payload, headers, available_at, created_at) \
           VALUES ($1, $2, $3, $4, COALESCE($5, pg_catalog.now()), pg_catalog.now()) \
-          ON CONFLICT (topic, dedupe_key) DO NOTHING RETURNING id",
+          ON CONFLICT (topic, dedupe_key) DO NOTHING RETURNING id::pg_catalog.int8",
     args: &[TEXT, TEXT, JSONB, JSONB, TIMESTAMPTZ],
 };
 
 static BY_DEDUPE_KEY: Statement = Statement {
-    sql: "SELECT id FROM idempotency.outbox \
+    sql: "SELECT id::pg_catalog.int8 FROM idempotency.outbox \
           WHERE topic OPERATOR(pg_catalog.=) $1 AND dedupe_key OPERATOR(pg_catalog.=) $2",
     args: &[TEXT, TEXT],
 };
@@ -70,7 +70,9 @@ static TAKE: Statement = Statement {
                 attempts = o.attempts OPERATOR(pg_catalog.+) 1 \
             FROM picked WHERE o.id OPERATOR(pg_catalog.=) picked.id \
             RETURNING o.id, o.message_id, o.topic, o.payload, o.headers, o.attempts) \
-          SELECT id, message_id, topic, payload, headers, attempts FROM taken ORDER BY id",
+          SELECT id::pg_catalog.int8, message_id::pg_catalog.uuid, topic::pg_catalog.text, \
+                 payload::pg_catalog.jsonb, headers::pg_catalog.jsonb, attempts::pg_catalog.int4 \
+          FROM taken ORDER BY id",
     args: &[INT4, INTERVAL, TEXT],
 };
 

@@ -164,8 +164,8 @@ fn payload_mismatch_across_sessions_is_p4002() {
     let db = err.as_db_error().expect("db error");
     let detail = db.detail().unwrap_or_default();
     assert!(
-        detail.contains("hash-a") && detail.contains("hash-b"),
-        "{detail}"
+        !detail.contains("hash-a") && detail.contains("hash-b"),
+        "only this request's hash: {detail}"
     );
     assert!(
         !detail.contains("backtrace") && !detail.contains(".rs:"),

@@ -31,7 +31,8 @@ fn claim_new_key_is_processing_attempt_1() {
     assert_eq!((outcome.as_str(), attempt), ("new_claim", Some(1)));
     assert_eq!(status("orders", "k1").as_deref(), Some("processing"));
     let lease_ok = one::<bool>(
-        "SELECT locked_until = now() + interval '5 minutes' AND expires_at = now() + interval '24 hours' \
+        "SELECT locked_until BETWEEN now() + interval '5 minutes' AND clock_timestamp() + interval '5 minutes' \
+         AND expires_at = now() + interval '24 hours' \
          AND lease = interval '5 minutes' AND claimed_at = now() FROM idempotency.requests WHERE key = 'k1'",
     );
     assert_eq!(lease_ok, Some(true));
@@ -42,7 +43,7 @@ fn claim_new_key_is_processing_attempt_1() {
     );
     assert_eq!(returned, Some(true));
     assert_eq!(
-        one::<bool>("SELECT locked_until = now() + interval '1 minute' FROM idempotency.requests WHERE key = 'k2'"),
+        one::<bool>("SELECT locked_until BETWEEN now() + interval '1 minute' AND clock_timestamp() + interval '1 minute' FROM idempotency.requests WHERE key = 'k2'"),
         Some(true)
     );
 }
@@ -86,7 +87,7 @@ fn stale_lease_is_taken_over_with_recovery_point() {
     run("SELECT idem_checkpoint('stale_lease_is_taken_over_with_recovery_point', 'k', 'charge_created')");
     run("UPDATE idempotency.requests SET locked_until = now() - interval '1 second'");
     let row = one::<String>(
-        "SELECT outcome::text || ' ' || attempt || ' ' || recovery_point || ' ' || (locked_until = now() + interval '5 minutes') \
+        "SELECT outcome::text || ' ' || attempt || ' ' || recovery_point || ' ' || (locked_until BETWEEN now() + interval '5 minutes' AND clock_timestamp() + interval '5 minutes') \
          FROM idem_claim('stale_lease_is_taken_over_with_recovery_point', 'k', 'h')",
     );
     assert_eq!(row.as_deref(), Some("processing_stale 2 charge_created true"));
@@ -119,13 +120,14 @@ fn final_failure_is_replayed_without_writing() {
 }
 
 #[pg_test]
-fn payload_mismatch_is_p4002_with_both_hashes_and_writes_nothing() {
+fn payload_mismatch_is_p4002_with_this_hash_and_writes_nothing() {
     claim("payload_mismatch_is_p4002_with_both_hashes_and_writes_nothing", "k", "hash-one");
     let before = table_state();
     assert_eq!(sqlstate("SELECT * FROM idem_claim('payload_mismatch_is_p4002_with_both_hashes_and_writes_nothing', 'k', 'hash-two')"), "P4002");
     let detail = one::<String>("SELECT tests.error_detail_of($$SELECT * FROM idem_claim('payload_mismatch_is_p4002_with_both_hashes_and_writes_nothing', 'k', 'hash-two')$$)");
     let detail = detail.unwrap_or_default();
-    assert!(detail.contains("hash-one") && detail.contains("hash-two"), "{detail}");
+    // Only this request's hash: the stored one is another caller's.
+    assert!(!detail.contains("hash-one") && detail.contains("hash-two"), "{detail}");
     let hint = one::<String>("SELECT tests.error_hint_of($$SELECT * FROM idem_claim('payload_mismatch_is_p4002_with_both_hashes_and_writes_nothing', 'k', 'hash-two')$$)");
     assert!(hint.unwrap_or_default().contains("Reuse an idempotency key only"));
     assert_eq!(table_state(), before);
@@ -204,13 +206,13 @@ fn fail_rules() {
 fn checkpoint_records_phase_and_renews_lease() {
     run("SELECT * FROM idem_claim('checkpoint_records_phase_and_renews_lease', 'k', 'h', lease => '30 seconds')");
     run("UPDATE idempotency.requests SET locked_until = now() + interval '1 second'");
-    let renewed = one::<bool>("SELECT idem_checkpoint('checkpoint_records_phase_and_renews_lease', 'k', 'phase-1') = now() + interval '30 seconds'");
+    let renewed = one::<bool>("SELECT idem_checkpoint('checkpoint_records_phase_and_renews_lease', 'k', 'phase-1') BETWEEN now() + interval '30 seconds' AND clock_timestamp() + interval '30 seconds'");
     assert_eq!(renewed, Some(true));
     assert_eq!(one::<String>("SELECT recovery_point FROM idempotency.requests"), Some("phase-1".into()));
     // A new lease length is kept for later renewals.
     run("SELECT idem_checkpoint('checkpoint_records_phase_and_renews_lease', 'k', 'phase-2', 1, '10 minutes')");
     assert_eq!(
-        one::<bool>("SELECT idem_checkpoint('checkpoint_records_phase_and_renews_lease', 'k', NULL) = now() + interval '10 minutes'"),
+        one::<bool>("SELECT idem_checkpoint('checkpoint_records_phase_and_renews_lease', 'k', NULL) BETWEEN now() + interval '10 minutes' AND clock_timestamp() + interval '10 minutes'"),
         Some(true)
     );
     // NULL recovery point renews the lease and keeps the phase.
