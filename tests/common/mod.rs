@@ -33,7 +33,8 @@ const MAJOR: &str = if cfg!(feature = "pg13") {
     "15"
 };
 
-fn pg_config() -> PathBuf {
+/// The pg_config of the Postgres under test.
+pub fn pg_config() -> PathBuf {
     if let Ok(path) = std::env::var("IDEM_PG_CONFIG") {
         return PathBuf::from(path);
     }
@@ -95,7 +96,8 @@ pub fn cluster() -> &'static Cluster {
     CLUSTER.get_or_init(start)
 }
 
-fn start() -> Cluster {
+/// A new cluster of its own (most tests share [`cluster`]'s).
+pub fn start() -> Cluster {
     let bindir = PathBuf::from(
         String::from_utf8(
             Command::new(pg_config())

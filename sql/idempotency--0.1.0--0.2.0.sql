@@ -1,0 +1,32 @@
+-- idempotency 0.1.0 -> 0.2.0, run by ALTER EXTENSION idempotency UPDATE [TO '0.2.0'].
+--
+-- Written by hand (docs/releasing.md): it turns the objects that sql/idempotency--0.1.0.sql
+-- created into exactly those a fresh CREATE EXTENSION of 0.2.0 creates. tests/upgrade.rs
+-- proves it: the upgraded catalog must equal a fresh install's, and every row must survive.
+-- Like the install script, everything is schema-qualified (@extschema@ for the functions and
+-- types, idempotency.* for the tables), and the tables are changed in place (ALTER), never
+-- re-created: their rows are the users' data.
+--
+-- Once 0.2.0 is released this file is frozen (listed in sql/released.sha256): never edit it.
+
+-- From 0.1.0 to the security fixes of 0.2.0 (schema-qualified SPI statements, decisions after
+-- the table lock, private claim lock class, clock leases): only the library changed. The
+-- functions keep their C symbols, so the 0.1.0 definitions already call the new code.
+
+-- ==== 0.2.0 changes to SQL objects: add them below, one block per change ====
+--
+-- How (docs/releasing.md, "Writing the upgrade script"):
+--  - a new parameter with a DEFAULT (e.g. idem_claim's `wait interval DEFAULT NULL`): the
+--    signature changes, so CREATE OR REPLACE cannot do it. DROP FUNCTION the old signature
+--    (no SQL object of the extension depends on it), then CREATE FUNCTION the new one exactly
+--    as in sql/claim.sql, with the same COMMENT; CREATE FUNCTION inside ALTER EXTENSION UPDATE
+--    makes it a member of the extension. A user's view or function that calls the old
+--    signature blocks the DROP: say so in the release notes.
+--  - a new function: CREATE FUNCTION + COMMENT, as in its sql/*.sql file.
+--  - a changed body or attribute, same signature: CREATE OR REPLACE FUNCTION.
+--  - a new column: ALTER TABLE idempotency.<table> ADD COLUMN ... at the END of the table in
+--    the install script too (column order is compared), with the same DEFAULT/NOT NULL.
+--  - a new constraint or index: ALTER TABLE ... ADD CONSTRAINT / CREATE INDEX, same name.
+--  - a new enum label: ALTER TYPE @extschema@.<type> ADD VALUE ... (BEFORE/AFTER to match the
+--    install script's order).
+-- Then run tests/upgrade.rs (catalog equality + data) on every major.
