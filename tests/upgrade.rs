@@ -104,36 +104,40 @@ fn default_version_and_update_paths() {
     }
 }
 
+/// Each old version, updated to this one: rows kept and behaving, the catalog of a fresh
+/// install, the direct paths on.
 #[test]
-fn update_from_0_1_0_keeps_rows_and_equals_a_fresh_install() {
+fn update_from_each_old_version_keeps_rows_and_equals_a_fresh_install() {
     let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
     let mut fresh = database("upgrade_fresh", None);
-    let mut up = database("upgrade_from_010", Some("0.1.0"));
-    assert_eq!(extversion(&mut up), "0.1.0");
-
-    fixtures::write_data(&mut up);
-    let before = fixtures::rows(&mut up);
-    up.batch_execute("ALTER EXTENSION idempotency UPDATE")
-        .expect("ALTER EXTENSION idempotency UPDATE");
-    assert_eq!(extversion(&mut up), env!("CARGO_PKG_VERSION"));
-    fixtures::assert_rows_kept(&mut up, &before);
-
-    let upgraded = fixtures::catalog(&mut up);
     let installed = fixtures::catalog(&mut fresh);
     assert!(
         installed.len() > 100,
         "catalog dump too small: {installed:?}"
     );
-    fixtures::assert_same_catalog(&upgraded, &installed);
+    for old in OLD_VERSIONS {
+        let name = format!("upgrade_from_{}", old.replace('.', "_"));
+        let mut up = database(&name, Some(old));
+        assert_eq!(extversion(&mut up), old);
 
-    fixtures::check_behaviour(&mut up);
-    // Fresh sessions: nothing cached from before the update.
-    let mut up = cluster().connect("upgrade_from_010");
-    fixtures::copy_shape_helper(&mut fresh, &mut up);
-    assert_eq!(
-        fixtures::direct_paths(&mut up, "after-update"),
-        fixtures::all_direct()
-    );
+        fixtures::write_data(&mut up);
+        let before = fixtures::rows(&mut up);
+        up.batch_execute("ALTER EXTENSION idempotency UPDATE")
+            .unwrap_or_else(|e| panic!("ALTER EXTENSION idempotency UPDATE from {old}: {e}"));
+        assert_eq!(extversion(&mut up), env!("CARGO_PKG_VERSION"));
+        fixtures::assert_rows_kept(&mut up, &before);
+        fixtures::assert_same_catalog(&fixtures::catalog(&mut up), &installed);
+        fixtures::check_behaviour(&mut up);
+
+        // A new session: nothing cached from before the update.
+        let mut up = cluster().connect(&name);
+        fixtures::copy_shape_helper(&mut fresh, &mut up);
+        assert_eq!(
+            fixtures::direct_paths(&mut up, "after-update"),
+            fixtures::all_direct(),
+            "direct paths after the update from {old}"
+        );
+    }
 }
 
 /// The 0.1.0 SQL (not updated) against this library: every function, the view.
