@@ -121,3 +121,19 @@ fn every_released_version_updates_to_this_one() {
         );
     }
 }
+
+#[test]
+fn meta_json_is_valid_pgxn_metadata_of_this_version() {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/META.json");
+    let text = std::fs::read_to_string(path).expect("META.json");
+    let meta: serde_json::Value = serde_json::from_str(&text).expect("META.json is JSON");
+    let spec = pgxn_meta::valid::Validator::new()
+        .validate(&meta)
+        .unwrap_or_else(|e| panic!("META.json is not valid PGXN metadata: {e}"));
+    assert_eq!(spec, 1, "META.json follows meta spec 1.0.0");
+    assert_eq!(meta["version"], VERSION, "META.json version");
+    assert_eq!(
+        meta["provides"][EXT]["version"], VERSION,
+        "META.json provides.{EXT}.version"
+    );
+}
