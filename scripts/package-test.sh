@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Installs the Debian package (scripts/package.sh) with `dpkg -i` on a Debian Postgres that
 # has never seen a source build, then runs CREATE EXTENSION, the demo (scripts/demo.sql) and a
-# smoke test, and removes the package again with `dpkg -r`.
+# smoke test, and removes the package again with `dpkg -r`; then installs the tarball with its
+# install.sh on the same pristine Postgres and runs CREATE EXTENSION there.
 #
 # Usage: scripts/package-test.sh [MAJOR]   (default 15; needs root and Debian's postgresql-MAJOR
 #        installed with apt; builds target/packages/postgresql-MAJOR-idempotency_*.deb if missing)
@@ -29,7 +30,8 @@ if [ "${IDEM_PKGTEST_INSIDE:-}" != 1 ]; then
   [ "$(id -u)" = 0 ] || fail "run as root (dpkg -i, mount namespaces)"
   pgver=$(dpkg-query -W -f='${Version}' "postgresql-$major" 2>/dev/null) ||
     fail "Debian's postgresql-$major is not installed (apt-get install postgresql-$major)"
-  [ -f "$deb" ] || { log "building $deb"; scripts/package.sh "$major"; }
+  [ -f "$deb" ] && [ -f "${deb%/*}/idempotency-$version-pg$major-linux-$arch.tar.gz" ] ||
+    { log "building the packages"; scripts/package.sh "$major"; }
   work=$(mktemp -d /tmp/idem-pkgtest-XXXXXX)
   chmod 0755 "$work"
   trap 'rm -rf "$work"' EXIT
@@ -44,7 +46,7 @@ if [ "${IDEM_PKGTEST_INSIDE:-}" != 1 ]; then
   if dpkg-query -W "postgresql-$major-idempotency" >/dev/null 2>&1; then
     fail "postgresql-$major-idempotency leaked into the machine's dpkg database"
   fi
-  log "PASSED in $((SECONDS - t0))s: dpkg -i, CREATE EXTENSION, demo, smoke test, dpkg -r (PostgreSQL $major)"
+  log "PASSED in $((SECONDS - t0))s: dpkg -i, CREATE EXTENSION, demo, smoke test, dpkg -r, tarball (PostgreSQL $major)"
   exit 0
 fi
 
@@ -131,3 +133,17 @@ dpkg --log="$work/dpkg.log" -r "postgresql-$major-idempotency" >&2
 if ls "$lib/lib" "$share/extension" | grep -q idempotency; then
   fail "dpkg -r left idempotency files behind"
 fi
+
+# The tarball on the same pristine Postgres: its install.sh, then CREATE EXTENSION.
+tarball=$(dirname "$deb")/idempotency-$version-pg$major-linux-$arch.tar.gz
+log "tarball: $(basename "$tarball"), install.sh"
+tar -xzf "$tarball" -C "$work"
+"$work/idempotency-$version-pg$major-linux-$arch/install.sh" "$lib/bin/pg_config" >&2
+as_pg env -u RUST_BACKTRACE "$lib/bin/pg_ctl" -w -D "$data" -l "$data/server.log" start >/dev/null
+trap 'as_pg "$lib/bin/pg_ctl" -D "$data" -m immediate stop >/dev/null 2>&1 || true' EXIT
+q postgres "CREATE DATABASE from_tarball" >/dev/null
+q from_tarball "CREATE EXTENSION idempotency" >/dev/null
+expect from_tarball "SELECT extversion || ' ' || idem_version() FROM pg_extension WHERE extname = 'idempotency'" "$version $version"
+expect from_tarball "SELECT outcome FROM idem_claim('t', 'k', 'h')" "new_claim"
+as_pg "$lib/bin/pg_ctl" -D "$data" -m fast stop >/dev/null
+trap - EXIT
