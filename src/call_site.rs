@@ -2,9 +2,13 @@
 //! label OIDs, looked up once per backend and function.
 //!
 //! `fn_extra` would keep them for one execution only (a prepared statement gets a new FmgrInfo
-//! each time), so they live here, keyed by function OID, in a memory context of their own. A
-//! syscache callback forgets them when a function or type changes; the memory of forgotten
+//! each time), so they live here, keyed by function OID, each in a memory context of its own.
+//! A syscache callback forgets them when a function or type changes; the memory of forgotten
 //! entries is freed at the end of the transaction, when no call can still be using it.
+//!
+//! Building a site looks up catalogs, which can process invalidations, so the callback can run
+//! in the middle of a build. A site whose build saw one (the generation moved) is used for that
+//! call only and retired with the others: it is never cached.
 
 use core::ffi::{CStr, c_int, c_void};
 use std::cell::{Cell, RefCell};
@@ -30,23 +34,28 @@ impl CallSite {
     }
 }
 
+/// A cached site: its function, the site, and the memory context that holds it.
+type Entry = (Oid, *const CallSite, pg_sys::MemoryContext);
+
 thread_local! {
-    /// (function OID, its site), allocated in `CONTEXT`.
-    static SITES: RefCell<Vec<(Oid, *const CallSite)>> = const { RefCell::new(Vec::new()) };
-    static CONTEXT: Cell<pg_sys::MemoryContext> = const { Cell::new(core::ptr::null_mut()) };
+    static SITES: RefCell<Vec<Entry>> = const { RefCell::new(Vec::new()) };
     /// Contexts of forgotten sites, deleted at the end of the transaction.
     static RETIRED: RefCell<Vec<pg_sys::MemoryContext>> = const { RefCell::new(Vec::new()) };
+    /// Bumped by every invalidation: a build during which it moved is not cached.
+    static GENERATION: Cell<u64> = const { Cell::new(0) };
     static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A function or type changed: forget every site (rebuilding one costs a few µs).
 #[pg_guard]
 extern "C-unwind" fn forget_sites(_arg: Datum, _cache: c_int, _hash: u32) {
-    SITES.with(|sites| sites.borrow_mut().clear());
-    let context = CONTEXT.with(|c| c.replace(core::ptr::null_mut()));
-    if !context.is_null() {
-        RETIRED.with(|retired| retired.borrow_mut().push(context));
-    }
+    GENERATION.with(|g| g.set(g.get().wrapping_add(1)));
+    let forgotten = SITES.with(|sites| core::mem::take(&mut *sites.borrow_mut()));
+    RETIRED.with(|retired| {
+        retired
+            .borrow_mut()
+            .extend(forgotten.into_iter().map(|(_, _, context)| context))
+    });
 }
 
 #[pg_guard]
@@ -79,23 +88,22 @@ fn register_callbacks() {
     CALLBACKS_REGISTERED.with(|c| c.set(true));
 }
 
-fn context() -> pg_sys::MemoryContext {
-    let current = CONTEXT.with(Cell::get);
-    if !current.is_null() {
-        return current;
-    }
-    // SAFETY: a small context under CacheMemoryContext, deleted only by `free_retired`.
-    let created = unsafe {
+/// A small context of one site under CacheMemoryContext, deleted only by `free_retired`.
+fn new_context() -> pg_sys::MemoryContext {
+    // SAFETY: creates a child of CacheMemoryContext, which lives as long as the backend.
+    unsafe {
         pg_sys::AllocSetContextCreateExtended(
             pg_sys::CacheMemoryContext,
-            c"idempotency result rows".as_ptr(),
+            c"idempotency result row".as_ptr(),
             0,
             1024,
             8192,
         )
-    };
-    CONTEXT.with(|c| c.set(created));
-    created
+    }
+}
+
+fn retire(context: pg_sys::MemoryContext) {
+    RETIRED.with(|retired| retired.borrow_mut().push(context));
 }
 
 /// The site of the function `fcinfo` calls, which returns a row whose first column is
@@ -110,18 +118,31 @@ pub(crate) unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'sta
         sites
             .borrow()
             .iter()
-            .find(|(oid, _)| *oid == fn_oid)
-            .map(|(_, site)| *site)
+            .find(|(oid, _, _)| *oid == fn_oid)
+            .map(|(_, site, _)| *site)
     });
     if let Some(site) = found {
-        // SAFETY: allocated in CONTEXT, which outlives every call of this transaction.
+        // SAFETY: allocated in its own context, which outlives every call of this transaction.
         return Ok(unsafe { &*site });
     }
     register_callbacks();
-    // SAFETY: builds the site in our context from the call's declared result type.
-    let site = unsafe { build(fcinfo, context())? };
-    SITES.with(|sites| sites.borrow_mut().push((fn_oid, site)));
-    // SAFETY: as above.
+    let before = GENERATION.with(Cell::get);
+    let context = new_context();
+    // SAFETY: builds the site in its own context from the call's declared result type.
+    let site = match unsafe { build(fcinfo, context) } {
+        Ok(site) => site,
+        Err(err) => {
+            retire(context);
+            return Err(err);
+        }
+    };
+    if GENERATION.with(Cell::get) == before {
+        SITES.with(|sites| sites.borrow_mut().push((fn_oid, site, context)));
+    } else {
+        // Built while something changed: good for this call, never kept.
+        retire(context);
+    }
+    // SAFETY: the context outlives this call (it is deleted at transaction end at the earliest).
     Ok(unsafe { &*site })
 }
 
