@@ -120,7 +120,7 @@ fn name_of(formatted: *mut core::ffi::c_char) -> String {
 /// Check that `fn_oid` is a plain function `(jsonb) -> jsonb` the caller may execute.
 fn check_function(fn_oid: Oid) -> Result<()> {
     // SAFETY: a syscache lookup by OID; the tuple is released before returning.
-    let (kind, retset, nargs, arg0, rettype) = unsafe {
+    let (kind, retset, nargs, arg0, rettype, namespace) = unsafe {
         let tuple = pg_sys::SearchSysCache1(
             pg_sys::SysCacheIdentifier::PROCOID as _,
             Datum::from(fn_oid),
@@ -144,6 +144,7 @@ fn check_function(fn_oid: Oid) -> Result<()> {
             nargs,
             arg0,
             proc.prorettype,
+            proc.pronamespace,
         );
         pg_sys::ReleaseSysCache(tuple);
         found
@@ -165,6 +166,9 @@ fn check_function(fn_oid: Oid) -> Result<()> {
             name()
         )));
     }
+    // A function given by OID skips name lookup, which would have required USAGE on its
+    // schema (also the way into another session's temporary functions).
+    crate::access::require_schema_usage(namespace)?;
     // SAFETY: an ACL check of an existing function; wrapped so an error raised by a security
     // hook reaches the client as a Postgres error.
     let allowed = unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| idem_call_may_execute(fn_oid)) };

@@ -286,6 +286,37 @@ fn call_needs_execute_on_the_function() {
     assert_eq!(allowed, "ok");
 }
 
+/// A function given by OID skips name lookup; USAGE on its schema is still required (audit
+/// finding 6: a SECURITY DEFINER function in a schema the caller may not use ran).
+#[pg_test]
+fn call_needs_usage_on_the_function_schema() {
+    run("CREATE ROLE call_usage_role");
+    run("GRANT USAGE ON SCHEMA idempotency, tests TO call_usage_role");
+    run("GRANT SELECT, INSERT, UPDATE ON idempotency.requests TO call_usage_role");
+    run("CREATE SCHEMA call_hidden");
+    run("CREATE TABLE call_hidden.effects (n int)");
+    run("CREATE FUNCTION call_hidden.definer(jsonb) RETURNS jsonb LANGUAGE sql SECURITY DEFINER \
+         AS 'INSERT INTO call_hidden.effects VALUES (1) RETURNING pg_catalog.to_jsonb(n)'");
+    run("GRANT EXECUTE ON FUNCTION call_hidden.definer(jsonb) TO call_usage_role");
+    let oid = one::<i64>("SELECT 'call_hidden.definer(jsonb)'::regprocedure::oid::int8").unwrap_or(0);
+    run("SET LOCAL ROLE call_usage_role");
+    let denied = sqlstate(&format!(
+        "SELECT * FROM idem_call('call_usage', 'k', '{{}}', {oid}::oid::regprocedure)"
+    ));
+    run("RESET ROLE");
+    assert_eq!(denied, "42501");
+    assert_eq!(one::<i64>("SELECT count(*) FROM call_hidden.effects"), Some(0));
+    assert_eq!(one::<i64>("SELECT count(*) FROM idempotency.requests WHERE scope = 'call_usage'"), Some(0));
+    run("GRANT USAGE ON SCHEMA call_hidden TO call_usage_role");
+    run("SET LOCAL ROLE call_usage_role");
+    let allowed = sqlstate(&format!(
+        "SELECT * FROM idem_call('call_usage', 'k', '{{}}', {oid}::oid::regprocedure)"
+    ));
+    run("RESET ROLE");
+    assert_eq!(allowed, "ok");
+    assert_eq!(one::<i64>("SELECT count(*) FROM call_hidden.effects"), Some(1));
+}
+
 #[pg_test]
 fn retryable_classifies_sqlstates() {
     for code in ["40001", "40P01", "55P03", "57014", "08000", "08006", "53000", "53300"] {
