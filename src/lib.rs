@@ -14,6 +14,7 @@ use pgrx::prelude::*;
 
 mod access;
 mod args;
+mod as_owner;
 pub mod call;
 mod call_site;
 pub mod canonical;

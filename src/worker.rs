@@ -410,13 +410,24 @@ fn keep_going() -> bool {
     settings::WORKER_ENABLED.get() && !in_recovery()
 }
 
-/// Run `step` in short transactions of one batch each while batches come back full, resting
-/// between batches so that working takes `idempotency.maintenance_share` percent of the time.
-fn drain(what: &CStr, batch: i32, step: fn(&Conn, i32) -> Result<i64>) -> Result<i64> {
+/// Run `step` on `idempotency.<table>`, as its owner (`as_owner.rs`), in short transactions of
+/// one batch each while batches come back full, resting between batches so that working takes
+/// `idempotency.maintenance_share` percent of the time.
+fn drain(
+    what: &CStr,
+    table: &CStr,
+    batch: i32,
+    step: fn(&Conn, i32) -> Result<i64>,
+) -> Result<i64> {
     let mut total = 0;
     while keep_going() {
         let started = Instant::now();
-        let n = in_transaction(what, || step(&Conn::open()?, batch))?;
+        let done = in_transaction(what, || {
+            crate::as_owner::run(table, || step(&Conn::open()?, batch))
+        })?;
+        let Some(n) = done else {
+            break;
+        };
         total += n;
         if n < i64::from(batch) {
             break;
@@ -435,6 +446,34 @@ fn rest_after(worked: Duration, share: i32) -> Duration {
     (worked * (100 - share) / share).min(Duration::from_secs(10))
 }
 
+/// [`drain`], its failure caught: a WARNING with the SQLSTATE, and the round goes on with the
+/// next step (a lock timeout on one table must not stop the purges of the others).
+fn isolated(what: &CStr, table: &CStr, batch: i32, step: fn(&Conn, i32) -> Result<i64>) -> i64 {
+    let outcome = PgTryBuilder::new(|| drain(what, table, batch, step).map_err(Failure::from))
+        .catch_others(|caught| Err(Failure::from(caught)))
+        .execute();
+    match outcome {
+        Ok(n) => n,
+        Err(failure) => {
+            // SAFETY: ends whatever transaction the error interrupted (a no-op if none).
+            unsafe { pg_sys::AbortCurrentTransaction() };
+            pgrx::ereport!(
+                PgLogLevel::WARNING,
+                PgSqlErrorCode::from(failure.code.packed_code()),
+                format!(
+                    "idempotency: {} in database \"{}\" failed: {} (SQLSTATE {})",
+                    what.to_string_lossy(),
+                    database_name(),
+                    failure.message,
+                    failure.code.as_str()
+                ),
+                "The other steps of this round go on; this one is tried again next round."
+            );
+            0
+        }
+    }
+}
+
 /// One maintenance round in this database.
 fn maintain() -> Result<()> {
     let installed = in_transaction(c"idempotency: is the extension installed?", || {
@@ -448,10 +487,25 @@ fn maintain() -> Result<()> {
         return Ok(());
     }
     let batch = settings::BATCH_SIZE.get();
-    let reclaimed = drain(c"idem_reclaim", batch, maintenance::reclaim_batch)?;
-    let purged = drain(c"idem_purge", batch, maintenance::purge_batch)?;
-    drain(c"idem_inbox_purge", batch, crate::inbox::purge_batch)?;
-    drain(c"idem_outbox_purge", batch, crate::outbox::purge_batch)?;
+    let reclaimed = isolated(
+        c"idem_reclaim",
+        c"requests",
+        batch,
+        maintenance::reclaim_batch,
+    );
+    let purged = isolated(c"idem_purge", c"requests", batch, maintenance::purge_batch);
+    isolated(
+        c"idem_inbox_purge",
+        c"inbox",
+        batch,
+        crate::inbox::purge_batch,
+    );
+    isolated(
+        c"idem_outbox_purge",
+        c"outbox",
+        batch,
+        crate::outbox::purge_batch,
+    );
     crate::metrics::count_round();
     if reclaimed > 0 || purged > 0 {
         pgrx::debug1!("idempotency: reclaimed {reclaimed} and purged {purged} records");
