@@ -46,6 +46,7 @@ mod write;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::init();
+    canonical::init();
     outbox::register_gucs();
     // Last: reserving the prefix drops any idempotency.* value not defined by then.
     compat::mark_guc_prefix_reserved(c"idempotency");
