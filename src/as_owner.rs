@@ -13,7 +13,7 @@ use core::ffi::{CStr, c_int};
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
-use crate::errors::Result;
+use crate::errors::{self, IdemError, Result};
 
 /// A trigger of `rel` that would run code the owner does not own: (trigger, function).
 unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, Oid)> {
@@ -51,19 +51,26 @@ unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, 
 }
 
 /// Run `body` as the owner of `idempotency.<table>` under a security-restricted operation,
-/// inside the caller's transaction. `Ok(None)`: the table is missing or was refused.
+/// inside the caller's transaction. `Ok(None)`: the table was refused.
 pub fn run<T>(table: &CStr, body: impl FnOnce() -> Result<T>) -> Result<Option<T>> {
     // SAFETY: catalog lookups, then the relation locked before anything is decided (the
     // statements in `body` take the same RowExclusiveLock).
     let (rel, relid, owner) = unsafe {
         let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
         let relid = pg_sys::get_relname_relid(table.as_ptr(), nsp);
-        if relid == pg_sys::InvalidOid {
-            return Ok(None);
-        }
-        let rel = pg_sys::try_relation_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE);
+        let rel = if relid == pg_sys::InvalidOid {
+            core::ptr::null_mut()
+        } else {
+            pg_sys::try_relation_open(relid, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)
+        };
         if rel.is_null() {
-            return Ok(None);
+            return Err(IdemError::new(
+                errors::UNDEFINED_TABLE,
+                format!(
+                    "relation \"idempotency.{}\" does not exist",
+                    table.to_string_lossy()
+                ),
+            ));
         }
         (rel, relid, (*(*rel).rd_rel).relowner)
     };
