@@ -1,12 +1,15 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 //!
 //! - `claim`: the claim / complete / fail / checkpoint protocol (the request path);
-//! - `lookup`: the claim path's first read, straight through the primary key;
+//! - `lookup`, `write`, `shape`: the claim path's direct read and write, and what "the table is
+//!   as the extension made it" means (judged after the table is locked);
+//! - `access`: the privilege checks SQL would make while parsing;
 //! - `call`: `idem_call`, the claim protocol around one function call;
 //! - `inbox`, `versions`, `outbox`: consumer-side deduplication, ordered updates, the outbox;
 //! - `canonical`, `jsonb`, `lock_key`: RFC 8785 hashing and the advisory-lock key;
-//! - `maintenance`, `worker`, `metrics`, `settings`: upkeep (reclaim / purge), the background
-//!   worker that runs it, counters in shared memory, and the `idempotency.*` settings;
+//! - `maintenance`, `worker`, `maintenance_worker`, `as_owner`, `metrics`, `settings`: upkeep
+//!   (reclaim / purge), the launcher and the per-database worker that run it as each table's
+//!   owner, counters in shared memory, and the `idempotency.*` settings;
 //! - `schema`: the extension's tables and types; `errors`: the SQLSTATEs it raises;
 //! - `compat`: the only code that differs between Postgres majors.
 
@@ -29,6 +32,7 @@ mod jsonb;
 pub mod lock_key;
 mod lookup;
 mod maintenance;
+mod maintenance_worker;
 mod metrics;
 pub mod outbox;
 mod plans;
