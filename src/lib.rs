@@ -117,6 +117,7 @@ mod tests {
     include!("pg_tests/outbox.rs");
     include!("pg_tests/call.rs");
     include!("pg_tests/maintenance.rs");
+    include!("pg_tests/grants.rs");
 }
 
 /// Required by `cargo pgrx test`.
