@@ -95,6 +95,7 @@ mod tests {
     include!("pg_tests/inbox.rs");
     include!("pg_tests/outbox.rs");
     include!("pg_tests/call.rs");
+    include!("pg_tests/call_site.rs");
     include!("pg_tests/maintenance.rs");
 }
 
