@@ -15,6 +15,7 @@ use pgrx::prelude::*;
 mod args;
 pub mod call;
 mod call_site;
+mod call_target;
 pub mod canonical;
 pub mod claim;
 pub mod compat;
