@@ -20,6 +20,7 @@ mod args;
 mod as_owner;
 pub mod call;
 mod call_site;
+mod call_target;
 pub mod canonical;
 pub mod claim;
 pub mod compat;
@@ -116,6 +117,7 @@ mod tests {
     include!("pg_tests/inbox.rs");
     include!("pg_tests/outbox.rs");
     include!("pg_tests/call.rs");
+    include!("pg_tests/call_site.rs");
     include!("pg_tests/maintenance.rs");
     include!("pg_tests/grants.rs");
 }
