@@ -12,6 +12,7 @@
 
 #include "access/xact.h"
 #include "catalog/objectaccess.h"
+#include "catalog/pg_namespace.h"
 #include "catalog/pg_proc.h"
 #include "fmgr.h"
 #include "miscadmin.h"
@@ -20,21 +21,34 @@
 #include "utils/memutils.h"
 #include "utils/resowner.h"
 
-/* May the current user execute function `fn`? Like the executor, lets security hooks see it. */
-bool
-idem_call_may_execute(Oid fn)
-{
-	AclResult	acl;
+/*
+ * What the current user lacks to call function `fn`, in schema `nsp`: IDEM_CALL_ALLOWED,
+ * IDEM_CALL_NO_EXECUTE or IDEM_CALL_NO_USAGE. Checks what a call by name would: EXECUTE (as
+ * the executor does) and USAGE on the schema (as the name lookup does, which a numeric
+ * regprocedure skips), and lets security hooks see both, like LookupExplicitNamespace and
+ * the executor. Keep the codes in step with src/call.rs.
+ */
+#define IDEM_CALL_ALLOWED 0
+#define IDEM_CALL_NO_EXECUTE 1
+#define IDEM_CALL_NO_USAGE 2
 
+int
+idem_call_denied(Oid fn, Oid nsp)
+{
 #if PG_VERSION_NUM >= 160000
-	acl = object_aclcheck(ProcedureRelationId, fn, GetUserId(), ACL_EXECUTE);
+	if (object_aclcheck(ProcedureRelationId, fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		return IDEM_CALL_NO_EXECUTE;
+	if (object_aclcheck(NamespaceRelationId, nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+		return IDEM_CALL_NO_USAGE;
 #else
-	acl = pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE);
+	if (pg_proc_aclcheck(fn, GetUserId(), ACL_EXECUTE) != ACLCHECK_OK)
+		return IDEM_CALL_NO_EXECUTE;
+	if (pg_namespace_aclcheck(nsp, GetUserId(), ACL_USAGE) != ACLCHECK_OK)
+		return IDEM_CALL_NO_USAGE;
 #endif
-	if (acl != ACLCHECK_OK)
-		return false;
+	InvokeNamespaceSearchHook(nsp, true);
 	InvokeFunctionExecuteHook(fn);
-	return true;
+	return IDEM_CALL_ALLOWED;
 }
 
 /*

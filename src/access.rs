@@ -30,16 +30,27 @@ fn has_usage(namespace: Oid) -> bool {
     }
 }
 
-/// 42501 unless the current role may use `namespace` (schema `idempotency`).
+/// 42501 unless the current role may use `namespace` (its USAGE privilege).
 pub fn require_schema_usage(namespace: Oid) -> Result<()> {
     if has_usage(namespace) {
         return Ok(());
     }
+    // SAFETY: the name of an existing namespace (NULL if it vanished), copied at once.
+    let name = unsafe {
+        let name = pg_sys::get_namespace_name(namespace);
+        if name.is_null() {
+            String::from("?")
+        } else {
+            core::ffi::CStr::from_ptr(name)
+                .to_string_lossy()
+                .into_owned()
+        }
+    };
     Err(IdemError::new(
         errors::INSUFFICIENT_PRIVILEGE,
-        "permission denied for schema idempotency",
+        format!("permission denied for schema {name}"),
     )
-    .hint("GRANT USAGE ON SCHEMA idempotency TO the calling role."))
+    .hint(format!("GRANT USAGE ON SCHEMA {name} TO the calling role.")))
 }
 
 /// [`require_schema_usage`] for schema `idempotency` looked up by name; missing is left to

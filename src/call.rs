@@ -23,7 +23,6 @@ use crate::input;
 
 unsafe extern "C-unwind" {
     // csrc/call_guard.c
-    fn idem_call_may_execute(fn_oid: Oid) -> bool;
     fn idem_call_in_subxact(
         fn_oid: Oid,
         arg: Datum,
@@ -99,85 +98,6 @@ fn request_hash(request: Datum) -> Result<String> {
 }
 
 // ---------------------------------------------------------------------------------------------
-// The function to call
-
-fn undefined_function(message: String) -> IdemError {
-    IdemError::new(errors::UNDEFINED_FUNCTION, message)
-        .hint("idem_call needs a function taking (jsonb) and returning jsonb.")
-}
-
-/// `format_procedure` / `format_type_be` output, for messages.
-fn name_of(formatted: *mut core::ffi::c_char) -> String {
-    if formatted.is_null() {
-        return String::from("?");
-    }
-    // SAFETY: a palloc'd C string from Postgres.
-    unsafe { CStr::from_ptr(formatted) }
-        .to_string_lossy()
-        .into_owned()
-}
-
-/// Check that `fn_oid` is a plain function `(jsonb) -> jsonb` the caller may execute.
-fn check_function(fn_oid: Oid) -> Result<()> {
-    // SAFETY: a syscache lookup by OID; the tuple is released before returning.
-    let (kind, retset, nargs, arg0, rettype) = unsafe {
-        let tuple = pg_sys::SearchSysCache1(
-            pg_sys::SysCacheIdentifier::PROCOID as _,
-            Datum::from(fn_oid),
-        );
-        if tuple.is_null() {
-            return Err(undefined_function(format!(
-                "function with OID {} does not exist",
-                fn_oid.to_u32()
-            )));
-        }
-        let proc = &*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_proc);
-        let nargs = proc.pronargs as usize;
-        let arg0 = if nargs >= 1 {
-            *proc.proargtypes.values.as_ptr()
-        } else {
-            pg_sys::InvalidOid
-        };
-        let found = (
-            proc.prokind as u8,
-            proc.proretset,
-            nargs,
-            arg0,
-            proc.prorettype,
-        );
-        pg_sys::ReleaseSysCache(tuple);
-        found
-    };
-    // SAFETY: formats an existing function's name and signature.
-    let name = || name_of(unsafe { pg_sys::format_procedure(fn_oid) });
-    if kind != b'f' {
-        return Err(undefined_function(format!(
-            "{} is not a plain function",
-            name()
-        )));
-    }
-    if nargs != 1 || arg0 != pg_sys::JSONBOID || rettype != pg_sys::JSONBOID || retset {
-        // SAFETY: formats an existing type's name.
-        let returns = name_of(unsafe { pg_sys::format_type_be(rettype) });
-        let setof = if retset { "setof " } else { "" };
-        return Err(undefined_function(format!(
-            "function {} returning {setof}{returns} cannot be called by idem_call",
-            name()
-        )));
-    }
-    // SAFETY: an ACL check of an existing function; wrapped so an error raised by a security
-    // hook reaches the client as a Postgres error.
-    let allowed = unsafe { pg_sys::ffi::pg_guard_ffi_boundary(|| idem_call_may_execute(fn_oid)) };
-    if !allowed {
-        return Err(IdemError::new(
-            errors::INSUFFICIENT_PRIVILEGE,
-            format!("permission denied for function {}", name()),
-        ));
-    }
-    Ok(())
-}
-
-// ---------------------------------------------------------------------------------------------
 // idem_call
 
 /// What the outermost frame does once everything else is dropped.
@@ -250,7 +170,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
             crate::call_site::call_site(fcinfo)?,
         )
     };
-    check_function(fn_oid)?;
+    crate::call_target::check_function(fn_oid)?;
     let hash = request_hash(request)?;
     // SAFETY: the memory context the caller expects the result in.
     let caller = unsafe { pg_sys::CurrentMemoryContext };

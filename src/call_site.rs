@@ -2,9 +2,15 @@
 //! label OIDs, looked up once per backend and function.
 //!
 //! `fn_extra` would keep them for one execution only (a prepared statement gets a new FmgrInfo
-//! each time), so they live here, keyed by function OID, in a memory context of their own. A
-//! syscache callback forgets them when a function or type changes; the memory of forgotten
+//! each time), so they live here, keyed by function OID, each in a memory context of its own.
+//! A syscache callback forgets them when a function or type changes; the memory of forgotten
 //! entries is freed at the end of the transaction, when no call can still be using it.
+//!
+//! An invalidation can arrive in the middle of a build: `get_call_result_type` may wait for a
+//! lock, and acquiring it processes other sessions' committed DDL. Such a build may describe
+//! the catalog as it was, and the callback that would have forgotten it has already run, so
+//! it serves only the call that made it: its context is freed at the end of the transaction
+//! and the next call builds again.
 
 use core::ffi::{CStr, c_int, c_void};
 use std::cell::{Cell, RefCell};
@@ -30,23 +36,34 @@ impl CallSite {
     }
 }
 
+/// A cached site and the memory context it was built in (and nothing else).
+struct Cached {
+    fn_oid: Oid,
+    site: *const CallSite,
+    context: pg_sys::MemoryContext,
+}
+
 thread_local! {
-    /// (function OID, its site), allocated in `CONTEXT`.
-    static SITES: RefCell<Vec<(Oid, *const CallSite)>> = const { RefCell::new(Vec::new()) };
-    static CONTEXT: Cell<pg_sys::MemoryContext> = const { Cell::new(core::ptr::null_mut()) };
-    /// Contexts of forgotten sites, deleted at the end of the transaction.
+    static SITES: RefCell<Vec<Cached>> = const { RefCell::new(Vec::new()) };
+    /// Contexts no cached site points into: forgotten sites, builds under way, builds that
+    /// failed or saw an invalidation. Deleted at the end of the transaction.
     static RETIRED: RefCell<Vec<pg_sys::MemoryContext>> = const { RefCell::new(Vec::new()) };
+    /// How many invalidations this backend has seen; a build caches its site only if this did
+    /// not change while it ran.
+    static INVALIDATIONS: Cell<u64> = const { Cell::new(0) };
     static CALLBACKS_REGISTERED: Cell<bool> = const { Cell::new(false) };
 }
 
 /// A function or type changed: forget every site (rebuilding one costs a few µs).
 #[pg_guard]
 extern "C-unwind" fn forget_sites(_arg: Datum, _cache: c_int, _hash: u32) {
-    SITES.with(|sites| sites.borrow_mut().clear());
-    let context = CONTEXT.with(|c| c.replace(core::ptr::null_mut()));
-    if !context.is_null() {
-        RETIRED.with(|retired| retired.borrow_mut().push(context));
-    }
+    INVALIDATIONS.with(|n| n.set(n.get().wrapping_add(1)));
+    let forgotten = SITES.with(|sites| core::mem::take(&mut *sites.borrow_mut()));
+    RETIRED.with(|retired| {
+        retired
+            .borrow_mut()
+            .extend(forgotten.into_iter().map(|cached| cached.context))
+    });
 }
 
 #[pg_guard]
@@ -79,27 +96,26 @@ fn register_callbacks() {
     CALLBACKS_REGISTERED.with(|c| c.set(true));
 }
 
-fn context() -> pg_sys::MemoryContext {
-    let current = CONTEXT.with(Cell::get);
-    if !current.is_null() {
-        return current;
-    }
+/// A new context for one site, retired from the start: freed at the end of the transaction
+/// unless [`call_site`] adopts it, so a build that fails (even by a Postgres error) leaks
+/// nothing.
+fn retired_context() -> pg_sys::MemoryContext {
     // SAFETY: a small context under CacheMemoryContext, deleted only by `free_retired`.
-    let created = unsafe {
+    let context = unsafe {
         pg_sys::AllocSetContextCreateExtended(
             pg_sys::CacheMemoryContext,
-            c"idempotency result rows".as_ptr(),
+            c"idempotency result row".as_ptr(),
             0,
             1024,
             8192,
         )
     };
-    CONTEXT.with(|c| c.set(created));
-    created
+    RETIRED.with(|retired| retired.borrow_mut().push(context));
+    context
 }
 
 /// The site of the function `fcinfo` calls, which returns a row whose first column is
-/// `idem_outcome`.
+/// `idem_outcome`. It stays valid until the end of the current transaction.
 ///
 /// # Safety
 /// `fcinfo` is a call of such a function.
@@ -110,18 +126,29 @@ pub(crate) unsafe fn call_site(fcinfo: pg_sys::FunctionCallInfo) -> Result<&'sta
         sites
             .borrow()
             .iter()
-            .find(|(oid, _)| *oid == fn_oid)
-            .map(|(_, site)| *site)
+            .find(|cached| cached.fn_oid == fn_oid)
+            .map(|cached| cached.site)
     });
     if let Some(site) = found {
-        // SAFETY: allocated in CONTEXT, which outlives every call of this transaction.
+        // SAFETY: its context is deleted at the earliest at the end of this transaction.
         return Ok(unsafe { &*site });
     }
     register_callbacks();
-    // SAFETY: builds the site in our context from the call's declared result type.
-    let site = unsafe { build(fcinfo, context())? };
-    SITES.with(|sites| sites.borrow_mut().push((fn_oid, site)));
-    // SAFETY: as above.
+    let seen = INVALIDATIONS.with(Cell::get);
+    let context = retired_context();
+    // SAFETY: builds the site in `context` from the call's declared result type.
+    let site = unsafe { build(fcinfo, context)? };
+    if INVALIDATIONS.with(Cell::get) == seen {
+        RETIRED.with(|retired| retired.borrow_mut().retain(|c| *c != context));
+        SITES.with(|sites| {
+            sites.borrow_mut().push(Cached {
+                fn_oid,
+                site,
+                context,
+            })
+        });
+    }
+    // SAFETY: as above; a site not cached stays in a retired context until transaction end.
     Ok(unsafe { &*site })
 }
 
@@ -141,6 +168,7 @@ unsafe fn build(
                     "the function must return a row",
                 ));
             }
+            injected_invalidation();
             let tupdesc = pg_sys::BlessTupleDesc(tupdesc);
             let outcome_type = PgTupleDesc::from_pg_unchecked(tupdesc)
                 .get(0)
@@ -180,5 +208,29 @@ pub(crate) fn enum_label_oid(enum_type: Oid, label: &CStr) -> Result<Oid> {
         let oid = (*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_enum)).oid;
         pg_sys::ReleaseSysCache(tuple);
         Ok(oid)
+    }
+}
+
+#[cfg(any(test, feature = "pg_test"))]
+thread_local! {
+    static INVALIDATE_NEXT_BUILD: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Test hook: invalidate every cache now (so the next call builds its site again), and again
+/// in the middle of that build, as when a lock wait inside `get_call_result_type` processes
+/// another session's committed DDL.
+#[cfg(any(test, feature = "pg_test"))]
+pub(crate) fn invalidate_during_next_build() {
+    // SAFETY: as in `injected_invalidation`.
+    unsafe { pg_sys::InvalidateSystemCaches() };
+    INVALIDATE_NEXT_BUILD.with(|flag| flag.set(true));
+}
+
+fn injected_invalidation() {
+    #[cfg(any(test, feature = "pg_test"))]
+    if INVALIDATE_NEXT_BUILD.with(|flag| flag.replace(false)) {
+        // SAFETY: what AcceptInvalidationMessages does after a sinval queue overflow, which can
+        // happen at any lock acquisition.
+        unsafe { pg_sys::InvalidateSystemCaches() };
     }
 }

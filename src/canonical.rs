@@ -9,7 +9,7 @@
 //!
 //! Rust callers (the claim path) use [`hash_jsonb_datum`] / [`jsonb_hash_hex`].
 
-use idem_canonical::{Document, ErrorKind, HashSink, to_hex};
+use idem_canonical::{Document, ErrorKind, HashSink, Sink, to_hex};
 use pgrx::datum::Array;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
@@ -17,6 +17,67 @@ use pgrx::prelude::*;
 use crate::datum::{JsonBytes, JsonbBytes, ServerEncoding};
 use crate::errors::{self, IdemError, OrRaise};
 use crate::jsonb::{FieldSet, write_jsonb};
+
+/// Long canonicalizations honour cancellation and `statement_timeout`: the pure crate calls
+/// this back every few thousand tokens, and [`Guarded`] every MiB of output.
+fn check_interrupts() {
+    pg_sys::check_for_interrupts!();
+}
+
+/// Called from `_PG_init`.
+pub fn init() {
+    idem_canonical::set_interrupt_hook(check_interrupts);
+}
+
+/// The longest text value Postgres can hold (1 GB less its header).
+const MAX_TEXT: usize = 0x3FFF_FFFF - 4;
+
+/// A sink that checks for interrupts every MiB written and stops growing past `limit` bytes
+/// (then [`Guarded::finish`] says 54000), so that no absurd amount is ever allocated.
+pub struct Guarded<S> {
+    inner: S,
+    written: usize,
+    limit: usize,
+}
+
+impl<S: Sink> Guarded<S> {
+    pub fn new(inner: S, limit: usize) -> Self {
+        Guarded {
+            inner,
+            written: 0,
+            limit,
+        }
+    }
+
+    pub fn finish(self) -> errors::Result<S> {
+        if self.written > self.limit {
+            return Err(IdemError::new(
+                errors::PROGRAM_LIMIT_EXCEEDED,
+                format!(
+                    "the canonical JSON text would be longer than {} bytes, the most a text value holds",
+                    self.limit
+                ),
+            )
+            .hint("Hash the value with idem_hash, which streams it, instead of idem_canonical."));
+        }
+        Ok(self.inner)
+    }
+}
+
+impl<S: Sink> Sink for Guarded<S> {
+    #[inline]
+    fn write(&mut self, bytes: &[u8]) {
+        let before = self.written;
+        self.written = before.saturating_add(bytes.len());
+        if self.written > self.limit {
+            return;
+        }
+        if before >> 20 != self.written >> 20 {
+            check_interrupts();
+        }
+        self.inner.write(bytes);
+    }
+}
 
 /// The error the extension raises for a canonicalizer error.
 pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
@@ -55,7 +116,10 @@ pub unsafe fn hash_jsonb_datum(datum: pg_sys::Datum) -> errors::Result<[u8; 32]>
 
 /// SHA-256 of the canonical form of a jsonb value given as its container bytes.
 pub fn jsonb_hash(root: &[u8], fields: Option<&FieldSet<'_>>) -> errors::Result<[u8; 32]> {
-    Ok(write_jsonb(root, fields, ServerEncoding::current(), HashSink::new())?.finish())
+    let sink = Guarded::new(HashSink::new(), usize::MAX);
+    Ok(write_jsonb(root, fields, ServerEncoding::current(), sink)?
+        .finish()?
+        .finish())
 }
 
 /// [`jsonb_hash`] as lowercase hex (the `idem_hash` result).
@@ -68,18 +132,18 @@ pub fn json_text_hash(text: &[u8]) -> errors::Result<[u8; 32]> {
     let text = ServerEncoding::current().to_utf8_str(text)?;
     let doc = Document::parse(&text).map_err(canonical_error)?;
     let sink = doc
-        .write_canonical(HashSink::new())
+        .write_canonical(Guarded::new(HashSink::new(), usize::MAX))
         .map_err(canonical_error)?;
-    Ok(sink.finish())
+    Ok(sink.finish()?.finish())
 }
 
 fn json_text_canonical(text: &[u8]) -> errors::Result<String> {
     let text = ServerEncoding::current().to_utf8_str(text)?;
     let doc = Document::parse(&text).map_err(canonical_error)?;
     let out = doc
-        .write_canonical(Vec::with_capacity(text.len()))
+        .write_canonical(Guarded::new(Vec::with_capacity(text.len()), MAX_TEXT))
         .map_err(canonical_error)?;
-    utf8_string(out)
+    utf8_string(out.finish()?)
 }
 
 fn jsonb_canonical(root: &[u8]) -> errors::Result<String> {
@@ -87,9 +151,9 @@ fn jsonb_canonical(root: &[u8]) -> errors::Result<String> {
         root,
         None,
         ServerEncoding::current(),
-        Vec::with_capacity(root.len()),
+        Guarded::new(Vec::with_capacity(root.len()), MAX_TEXT),
     )?;
-    utf8_string(out)
+    utf8_string(out.finish()?)
 }
 
 /// The canonical text as a `String`: one UTF-8 check over the whole output.

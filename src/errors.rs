@@ -66,6 +66,7 @@ pub const DATA_CORRUPTED: SqlState = SqlState(*b"XX001");
 pub const OBJECT_NOT_IN_PREREQUISITE_STATE: SqlState = SqlState(*b"55000");
 pub const UNDEFINED_FUNCTION: SqlState = SqlState(*b"42883");
 pub const INSUFFICIENT_PRIVILEGE: SqlState = SqlState(*b"42501");
+pub const UNDEFINED_TABLE: SqlState = SqlState(*b"42P01");
 pub const FEATURE_NOT_SUPPORTED: SqlState = SqlState(*b"0A000");
 pub const INTERNAL_ERROR: SqlState = SqlState(*b"XX000");
 

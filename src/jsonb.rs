@@ -265,8 +265,10 @@ pub fn write_jsonb<S: Sink>(
         })
     };
     let mut depth0 = true;
+    let mut work = 0;
 
     loop {
+        idem_canonical::interrupt::tick(&mut work);
         if let Some(child) = pending.take() {
             let data = root
                 .get(child.base + child.start..child.base + child.end)

@@ -1,12 +1,15 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL.
 //!
 //! - `claim`: the claim / complete / fail / checkpoint protocol (the request path);
-//! - `lookup`: the claim path's first read, straight through the primary key;
+//! - `lookup`, `write`, `shape`: the claim path's direct read and write, and what "the table is
+//!   as the extension made it" means (judged after the table is locked);
+//! - `access`: the privilege checks SQL would make while parsing;
 //! - `call`: `idem_call`, the claim protocol around one function call;
 //! - `inbox`, `versions`, `outbox`: consumer-side deduplication, ordered updates, the outbox;
 //! - `canonical`, `jsonb`, `lock_key`: RFC 8785 hashing and the advisory-lock key;
-//! - `maintenance`, `worker`, `metrics`, `settings`: upkeep (reclaim / purge), the background
-//!   worker that runs it, counters in shared memory, and the `idempotency.*` settings;
+//! - `maintenance`, `worker`, `maintenance_worker`, `as_owner`, `metrics`, `settings`: upkeep
+//!   (reclaim / purge), the launcher and the per-database worker that run it as each table's
+//!   owner, counters in shared memory, and the `idempotency.*` settings;
 //! - `schema`: the extension's tables and types; `errors`: the SQLSTATEs it raises;
 //! - `compat`: the only code that differs between Postgres majors.
 
@@ -14,8 +17,10 @@ use pgrx::prelude::*;
 
 mod access;
 mod args;
+mod as_owner;
 pub mod call;
 mod call_site;
+mod call_target;
 pub mod canonical;
 pub mod claim;
 pub mod compat;
@@ -28,6 +33,7 @@ mod jsonb;
 pub mod lock_key;
 mod lookup;
 mod maintenance;
+mod maintenance_worker;
 mod metrics;
 pub mod outbox;
 mod plans;
@@ -45,6 +51,7 @@ mod write;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::init();
+    canonical::init();
     outbox::register_gucs();
     // Last: reserving the prefix drops any idempotency.* value not defined by then.
     compat::mark_guc_prefix_reserved(c"idempotency");
@@ -110,7 +117,9 @@ mod tests {
     include!("pg_tests/inbox.rs");
     include!("pg_tests/outbox.rs");
     include!("pg_tests/call.rs");
+    include!("pg_tests/call_site.rs");
     include!("pg_tests/maintenance.rs");
+    include!("pg_tests/grants.rs");
 }
 
 /// Required by `cargo pgrx test`.

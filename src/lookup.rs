@@ -167,7 +167,7 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
         WATCHED.with(|w| w.set((table, index)));
         // SAFETY: locking (which processes pending invalidations) before anything is decided;
         // a relation dropped meanwhile gives NULL, not an error.
-        let rel = unsafe { pg_sys::try_table_open(table, lockmode as pg_sys::LOCKMODE) };
+        let rel = unsafe { pg_sys::try_relation_open(table, lockmode as pg_sys::LOCKMODE) };
         if rel.is_null() {
             CATALOG.with(|c| c.set(None));
             continue;

@@ -31,9 +31,10 @@ enum Counter {
     MaintenanceRounds,
     WritesDirect,
     WritesSql,
+    MaintenanceRefused,
 }
 
-const COUNTERS: usize = 14;
+const COUNTERS: usize = 15;
 
 const NAMES: [&str; COUNTERS] = [
     "claims_new_claim",
@@ -50,9 +51,11 @@ const NAMES: [&str; COUNTERS] = [
     "maintenance_rounds",
     "writes_direct",
     "writes_sql",
+    "maintenance_refused",
 ];
 
-type Values = [AtomicU64; COUNTERS];
+/// The counters, then one word that is not a counter: the refusals already warned about.
+type Values = [AtomicU64; COUNTERS + 1];
 
 /// The counters' place in shared memory; null in a process that did not preload us.
 pub struct SharedCounters {
@@ -110,6 +113,17 @@ fn add(counter: Counter, n: u64) {
     if let Some(values) = values() {
         values[counter as usize].fetch_add(n, Ordering::Relaxed);
     }
+}
+
+/// A maintenance step refused a table (`as_owner.rs`). True the first time since the server
+/// started for this (database, table), as far as a 64-bit set of their hashes can tell.
+pub fn count_refused(database: pg_sys::Oid, table: pg_sys::Oid) -> bool {
+    add(Counter::MaintenanceRefused, 1);
+    let Some(values) = values() else {
+        return true;
+    };
+    let bit = 1u64 << ((u32::from(database) ^ u32::from(table).rotate_left(16)) % 64);
+    values[COUNTERS].fetch_or(bit, Ordering::Relaxed) & bit == 0
 }
 
 #[inline]
@@ -213,6 +227,6 @@ mod tests {
             "maintenance_rounds"
         );
         assert_eq!(NAMES[Counter::WritesSql as usize], "writes_sql");
-        assert_eq!(Counter::WritesSql as usize + 1, COUNTERS);
+        assert_eq!(Counter::MaintenanceRefused as usize + 1, COUNTERS);
     }
 }

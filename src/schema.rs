@@ -9,3 +9,9 @@ extension_sql_file!(
     name = "consumers",
     requires = ["bootstrap"]
 );
+
+extension_sql_file!(
+    "../sql/grants.sql",
+    name = "grants",
+    requires = ["consumers", "maintenance", "metrics"]
+);

@@ -326,10 +326,9 @@ pub fn describe_requests() -> Vec<(String, String)> {
         let constr = (*(*rel).rd_att).constr;
         if !constr.is_null() {
             let checks = core::slice::from_raw_parts((*constr).check, (*constr).num_check as usize);
-            let status = (*pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att)
+            let status = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att)
                 .get(3)
-                .unwrap_or_else(|| unreachable!()))
-            .atttypid;
+                .map_or(pg_sys::InvalidOid, |attr| attr.atttypid);
             for check in checks {
                 let expr = canonical(pg_sys::stringToNode(check.ccbin).cast(), status);
                 out.push((

@@ -7,10 +7,8 @@
 //!   starts one maintenance worker per database that allows connections (templates excluded:
 //!   a connection to one would make `CREATE DATABASE` fail), optionally restricted to
 //!   `idempotency.databases`, one at a time, and waits for it to finish.
-//! - A maintenance worker (`idempotency maintenance`) connects to its database, returns at
-//!   once if the extension is not installed there, and otherwise reclaims, then purges, a
-//!   batch per transaction while batches come back full. Any error ends the worker with a
-//!   WARNING naming the database; the launcher goes on with the next database.
+//! - A maintenance worker (`idempotency maintenance`, `maintenance_worker.rs`) does one
+//!   database's upkeep.
 //!
 //! Signals the way core's auxiliary processes and pg_cron handle them: the handlers only set
 //! flags (`ConfigReloadPending`, `ShutdownRequestPending`) and the latch; the loops act on
@@ -25,12 +23,9 @@ use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
 use crate::compat;
-use crate::errors::{IdemError, Result, SqlState};
-use crate::maintenance;
-use crate::plans::Conn;
 use crate::settings;
 
-const LIBRARY: &str = "idempotency";
+pub(crate) const LIBRARY: &str = "idempotency";
 pub const LAUNCHER_NAME: &str = "idempotency launcher";
 pub const MAINTENANCE_NAME: &str = "idempotency maintenance";
 /// After a crash or `pg_terminate_backend`, the postmaster starts the launcher again this
@@ -38,14 +33,14 @@ pub const MAINTENANCE_NAME: &str = "idempotency maintenance";
 const LAUNCHER_RESTART: Duration = Duration::from_secs(5);
 /// A maintenance transaction gives up on a table lock after this long (e.g. behind DDL),
 /// rather than hold up the launcher's round; the next round tries again.
-const LOCK_TIMEOUT: &CStr = c"1s";
+pub(crate) const LOCK_TIMEOUT: &CStr = c"1s";
 
 unsafe extern "C-unwind" {
     // Core's flag-only signal handlers (postmaster/interrupt.c, tcop/postgres.c), declared
     // here because pgrx exposes only guarded Rust wrappers, which are not C function pointers.
-    fn SignalHandlerForConfigReload(signal: c_int);
+    pub(crate) fn SignalHandlerForConfigReload(signal: c_int);
     fn SignalHandlerForShutdownRequest(signal: c_int);
-    fn die(signal: c_int);
+    pub(crate) fn die(signal: c_int);
 }
 
 /// Register the launcher. Only from `_PG_init` while preloading.
@@ -61,13 +56,13 @@ pub fn register_launcher() {
         .load();
 }
 
-fn shutdown_requested() -> bool {
+pub(crate) fn shutdown_requested() -> bool {
     // SAFETY: a sig_atomic_t flag set by the signal handler.
     unsafe { core::ptr::read_volatile(&raw const pg_sys::ShutdownRequestPending) != 0 }
 }
 
 /// Reload the configuration if a SIGHUP arrived; true if it did.
-fn reload_if_requested() -> bool {
+pub(crate) fn reload_if_requested() -> bool {
     // SAFETY: the flag is a sig_atomic_t set by the handler; ProcessConfigFile is how every
     // Postgres process rereads postgresql.conf.
     unsafe {
@@ -81,7 +76,7 @@ fn reload_if_requested() -> bool {
 }
 
 /// Sleep on the latch for at most `timeout`; exits the process if the postmaster dies.
-fn wait_latch(timeout: Duration) {
+pub(crate) fn wait_latch(timeout: Duration) {
     let millis = timeout.as_millis().min(i32::MAX as u128) as core::ffi::c_long;
     // SAFETY: the standard WaitLatch / ResetLatch / CHECK_FOR_INTERRUPTS sequence.
     unsafe {
@@ -96,14 +91,14 @@ fn wait_latch(timeout: Duration) {
     pg_sys::check_for_interrupts!();
 }
 
-fn report_activity(state: pg_sys::BackendState::Type, what: Option<&CStr>) {
+pub(crate) fn report_activity(state: pg_sys::BackendState::Type, what: Option<&CStr>) {
     // SAFETY: pg_stat_activity's state and query of this process.
     unsafe {
         pg_sys::pgstat_report_activity(state, what.map_or(core::ptr::null(), CStr::as_ptr));
     }
 }
 
-fn in_recovery() -> bool {
+pub(crate) fn in_recovery() -> bool {
     // SAFETY: reads shared recovery state.
     unsafe { pg_sys::RecoveryInProgress() }
 }
@@ -288,191 +283,4 @@ fn truncate(text: &str, max_bytes: usize) -> &str {
         end -= 1;
     }
     &text[..end]
-}
-
-// ---------------------------------------------------------------------------------------------
-// The maintenance worker of one database
-
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_maintenance_main(arg: Datum) {
-    compat::pqsignal(pg_sys::SIGHUP, Some(SignalHandlerForConfigReload));
-    compat::pqsignal(pg_sys::SIGTERM, Some(die));
-    let database = Oid::from(arg.value() as u32);
-    // SAFETY: the bgworker start-up sequence.
-    unsafe {
-        pg_sys::BackgroundWorkerUnblockSignals();
-        pg_sys::BackgroundWorkerInitializeConnectionByOid(database, pg_sys::InvalidOid, 0);
-        pg_sys::pgstat_report_appname(c"idempotency maintenance".as_ptr());
-        pg_sys::SetConfigOption(
-            c"lock_timeout".as_ptr(),
-            LOCK_TIMEOUT.as_ptr(),
-            pg_sys::GucContext::PGC_SUSET,
-            pg_sys::GucSource::PGC_S_SESSION,
-        );
-    }
-    let failure = PgTryBuilder::new(|| maintain().err().map(Failure::from))
-        .catch_others(|caught| Some(Failure::from(caught)))
-        .execute();
-    if let Some(failure) = failure {
-        // SAFETY: ends whatever transaction the error interrupted (a no-op if none).
-        unsafe { pg_sys::AbortCurrentTransaction() };
-        let name = database_name();
-        pgrx::ereport!(
-            PgLogLevel::WARNING,
-            PgSqlErrorCode::from(failure.code.packed_code()),
-            format!(
-                "idempotency: maintenance of database \"{name}\" failed: {} (SQLSTATE {})",
-                failure.message,
-                failure.code.as_str()
-            ),
-            "The launcher goes on with the other databases and tries this one again next round."
-        );
-    }
-}
-
-/// Why a maintenance round failed.
-struct Failure {
-    code: SqlState,
-    message: String,
-}
-
-impl From<IdemError> for Failure {
-    fn from(err: IdemError) -> Self {
-        Failure {
-            code: err.code,
-            message: err.message,
-        }
-    }
-}
-
-impl From<pg_sys::panic::CaughtError> for Failure {
-    fn from(caught: pg_sys::panic::CaughtError) -> Self {
-        use pg_sys::panic::CaughtError;
-        let report = match &caught {
-            CaughtError::PostgresError(report)
-            | CaughtError::ErrorReport(report)
-            | CaughtError::RustPanic {
-                ereport: report, ..
-            } => report,
-        };
-        Failure {
-            code: SqlState::unpack(report.sql_error_code() as c_int),
-            message: report.message().to_owned(),
-        }
-    }
-}
-
-/// This worker's database name, as the launcher passed it in `bgw_extra`.
-fn database_name() -> String {
-    // SAFETY: MyBgworkerEntry is this worker's registration; bgw_extra is NUL-terminated
-    // (the launcher wrote at most 63 bytes of name into its 128).
-    unsafe {
-        let entry = pg_sys::MyBgworkerEntry;
-        if entry.is_null() {
-            return String::new();
-        }
-        CStr::from_ptr((*entry).bgw_extra.as_ptr())
-            .to_string_lossy()
-            .into_owned()
-    }
-}
-
-/// Run `body` in its own transaction, shown in pg_stat_activity as `what`.
-fn in_transaction<T>(what: &CStr, body: impl FnOnce() -> Result<T>) -> Result<T> {
-    // SAFETY: the bgworker transaction sequence (as worker_spi and pgrx's
-    // BackgroundWorker::transaction do); an error in `body` unwinds to the caller's catch,
-    // which aborts the transaction.
-    unsafe {
-        pg_sys::SetCurrentStatementStartTimestamp();
-        pg_sys::StartTransactionCommand();
-        pg_sys::PushActiveSnapshot(pg_sys::GetTransactionSnapshot());
-    }
-    report_activity(pg_sys::BackendState::STATE_RUNNING, Some(what));
-    let result = body();
-    // SAFETY: pairs with the above.
-    unsafe {
-        pg_sys::PopActiveSnapshot();
-        if result.is_ok() {
-            pg_sys::CommitTransactionCommand();
-        } else {
-            pg_sys::AbortCurrentTransaction();
-        }
-    }
-    report_activity(pg_sys::BackendState::STATE_IDLE, None);
-    result
-}
-
-/// Between batches: act on a reload or a stop. False: end the round now.
-fn keep_going() -> bool {
-    pg_sys::check_for_interrupts!();
-    reload_if_requested();
-    settings::WORKER_ENABLED.get() && !in_recovery()
-}
-
-/// Run `step` in short transactions of one batch each while batches come back full, resting
-/// between batches so that working takes `idempotency.maintenance_share` percent of the time.
-fn drain(what: &CStr, batch: i32, step: fn(&Conn, i32) -> Result<i64>) -> Result<i64> {
-    let mut total = 0;
-    while keep_going() {
-        let started = Instant::now();
-        let n = in_transaction(what, || step(&Conn::open()?, batch))?;
-        total += n;
-        if n < i64::from(batch) {
-            break;
-        }
-        wait_latch(rest_after(
-            started.elapsed(),
-            settings::MAINTENANCE_SHARE.get(),
-        ));
-    }
-    Ok(total)
-}
-
-/// How long to rest after working `worked` to keep to `share` percent (capped at 10 s).
-fn rest_after(worked: Duration, share: i32) -> Duration {
-    let share = share.clamp(1, 100) as u32;
-    (worked * (100 - share) / share).min(Duration::from_secs(10))
-}
-
-/// One maintenance round in this database.
-fn maintain() -> Result<()> {
-    let installed = in_transaction(c"idempotency: is the extension installed?", || {
-        // SAFETY: a catalog lookup inside a transaction.
-        Ok(
-            unsafe { pg_sys::get_extension_oid(c"idempotency".as_ptr(), true) }
-                != pg_sys::InvalidOid,
-        )
-    })?;
-    if !installed || !keep_going() {
-        return Ok(());
-    }
-    let batch = settings::BATCH_SIZE.get();
-    let reclaimed = drain(c"idem_reclaim", batch, maintenance::reclaim_batch)?;
-    let purged = drain(c"idem_purge", batch, maintenance::purge_batch)?;
-    drain(c"idem_inbox_purge", batch, crate::inbox::purge_batch)?;
-    drain(c"idem_outbox_purge", batch, crate::outbox::purge_batch)?;
-    crate::metrics::count_round();
-    if reclaimed > 0 || purged > 0 {
-        pgrx::debug1!("idempotency: reclaimed {reclaimed} and purged {purged} records");
-    }
-    Ok(())
-}
-
-#[cfg(test)]
-mod tests {
-    use super::rest_after;
-    use std::time::Duration;
-
-    #[test]
-    fn rest_keeps_work_to_its_share() {
-        let worked = Duration::from_millis(40);
-        assert_eq!(rest_after(worked, 25), Duration::from_millis(120));
-        assert_eq!(rest_after(worked, 50), Duration::from_millis(40));
-        assert_eq!(rest_after(worked, 100), Duration::ZERO);
-        assert_eq!(
-            rest_after(Duration::from_secs(5), 1),
-            Duration::from_secs(10)
-        );
-    }
 }

@@ -418,3 +418,40 @@ fn hash_mismatch_does_not_show_the_stored_hash() {
     assert!(detail.contains("guess-of-tenant-b"), "{detail}");
     assert!(!detail.contains("secret-hash-of-tenant-a"), "{detail}");
 }
+
+/// Long canonicalizations honour `statement_timeout` (finding 8: 24.8 s went by unchecked).
+/// Relative: a cancelled call must stop well before the time the whole call takes.
+#[test]
+fn long_canonicalizations_can_be_cancelled() {
+    let mut db = database("sec_cancel");
+    db.batch_execute(
+        "CREATE TABLE docs AS SELECT jsonb_agg(jsonb_build_object('k', g, 'v', 'xyz')) AS b
+           FROM generate_series(1, 400000) g;
+         ALTER TABLE docs ADD COLUMN t json;
+         UPDATE docs SET t = b::text::json;",
+    )
+    .expect("documents");
+    for sql in [
+        "SELECT idem_hash(b) FROM docs",
+        "SELECT idem_hash(t) FROM docs",
+        "SELECT pg_catalog.length(idem_canonical(b)) FROM docs",
+        "SELECT pg_catalog.length(idem_canonical(t)) FROM docs",
+    ] {
+        let started = Instant::now();
+        db.batch_execute(sql)
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+        let whole = started.elapsed();
+        let timeout = (whole / 10).max(Duration::from_millis(20));
+        db.batch_execute(&format!("SET statement_timeout = {}", timeout.as_millis()))
+            .expect("timeout");
+        let started = Instant::now();
+        let err = db.batch_execute(sql).expect_err("cancelled");
+        let cut = started.elapsed();
+        db.batch_execute("RESET statement_timeout").expect("reset");
+        assert_eq!(sqlstate(&err), "57014", "{sql}");
+        assert!(
+            cut < whole / 2,
+            "{sql}: cancelled after {cut:?}; the whole call takes {whole:?}"
+        );
+    }
+}

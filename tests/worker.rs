@@ -282,7 +282,7 @@ fn a_failing_database_is_logged_and_the_others_are_still_maintained() {
         .expect("break");
     let mut db = server().session();
     expired_finished_records(&mut db, "w_after_failure");
-    let expected = "idempotency: maintenance of database \"w_broken\" failed: \
+    let expected = "idempotency: idem_reclaim in database \"w_broken\" failed: \
                     relation \"idempotency.requests\" does not exist (SQLSTATE 42P01)";
     wait_for("the failure logged", Duration::from_secs(5), || {
         server().log().contains(expected)
@@ -323,7 +323,7 @@ fn both_processes_show_in_pg_stat_activity_and_a_lock_times_out() {
             ) == 1
         },
     );
-    let expected = "idempotency: maintenance of database \"w_locked\" failed: \
+    let expected = "idempotency: idem_reclaim in database \"w_locked\" failed: \
                     canceling statement due to lock timeout (SQLSTATE 55P03)";
     wait_for("the lock timeout logged", Duration::from_secs(10), || {
         server().log().contains(expected)
@@ -493,5 +493,5 @@ fn metrics_move_as_claims_happen() {
     // Two inserts, a completion and two failures written directly; the takeover through SQL.
     assert_eq!(delta("writes_direct"), 5);
     assert_eq!(delta("writes_sql"), 1);
-    assert_eq!(after.len(), 14);
+    assert_eq!(after.len(), 15);
 }

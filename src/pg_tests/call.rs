@@ -286,6 +286,54 @@ fn call_needs_execute_on_the_function() {
     assert_eq!(allowed, "ok");
 }
 
+/// A function given by OID skips the name lookup, which is what checks USAGE on its schema:
+/// idem_call checks it itself (security audit, finding 6).
+#[pg_test]
+fn call_needs_usage_on_the_functions_schema() {
+    run("CREATE ROLE call_usage_role");
+    run("GRANT USAGE ON SCHEMA idempotency, tests TO call_usage_role");
+    run("GRANT SELECT, INSERT, UPDATE ON idempotency.requests TO call_usage_role");
+    run("CREATE SCHEMA call_hidden");
+    run("CREATE TABLE call_hidden.effects (request jsonb)");
+    run(
+        "CREATE FUNCTION call_hidden.definer_fn(request jsonb) RETURNS jsonb LANGUAGE plpgsql \
+         SECURITY DEFINER SET search_path = pg_catalog AS $fn$ \
+         BEGIN INSERT INTO call_hidden.effects VALUES (request); RETURN request; END $fn$",
+    );
+    run("REVOKE EXECUTE ON FUNCTION call_hidden.definer_fn(jsonb) FROM PUBLIC");
+    run("GRANT EXECUTE ON FUNCTION call_hidden.definer_fn(jsonb) TO call_usage_role");
+    let oid = one::<i64>("SELECT 'call_hidden.definer_fn(jsonb)'::regprocedure::oid::int8")
+        .unwrap_or_default();
+    let by_oid = format!(
+        "SELECT * FROM idem_call('call_usage', 'oid', '{{}}', {oid}::oid::regprocedure)"
+    );
+    let by_name =
+        "SELECT * FROM idem_call('call_usage', 'name', '{}', 'call_hidden.definer_fn(jsonb)')";
+    run("SET LOCAL ROLE call_usage_role");
+    let denied = (sqlstate(&by_oid), sqlstate(by_name));
+    let message = one::<String>(&format!(
+        "SELECT tests.outcome_of({})",
+        pgrx::spi::quote_literal(&by_oid)
+    ));
+    run("RESET ROLE");
+    assert_eq!(denied, ("42501".into(), "42501".into()));
+    assert_eq!(
+        message.as_deref(),
+        Some("42501: permission denied for schema call_hidden")
+    );
+    let written = "SELECT (SELECT count(*) FROM idempotency.requests WHERE scope = 'call_usage') \
+                   + (SELECT count(*) FROM call_hidden.effects)";
+    assert_eq!(one::<i64>(written), Some(0), "nothing is recorded or done");
+    // With USAGE, the same call by OID runs.
+    run("GRANT USAGE ON SCHEMA call_hidden TO call_usage_role");
+    run("SET LOCAL ROLE call_usage_role");
+    let allowed = sqlstate(&by_oid);
+    run("RESET ROLE");
+    assert_eq!(allowed, "ok");
+    assert_eq!(record("call_usage"), "succeeded|{}|-|-|1");
+    assert_eq!(one::<i64>("SELECT count(*) FROM call_hidden.effects"), Some(1));
+}
+
 #[pg_test]
 fn retryable_classifies_sqlstates() {
     for code in ["40001", "40P01", "55P03", "57014", "08000", "08006", "53000", "53300"] {

@@ -15,6 +15,7 @@
 
 mod emit;
 mod error;
+pub mod interrupt;
 mod lock_key;
 mod number;
 mod sink;
@@ -25,6 +26,7 @@ mod value;
 
 pub use emit::Emitter;
 pub use error::{Error, ErrorKind, Result};
+pub use interrupt::set_interrupt_hook;
 pub use lock_key::{lock_key, lock_key_bytes};
 pub use number::{format_number, number_from_decimal_text, number_from_parts_fast, write_number};
 pub use sink::{HashSink, Sink, to_hex};

@@ -89,7 +89,9 @@ impl<'a> Document<'a> {
         let mut stack: Vec<Frame> = Vec::new();
         let mut order: Vec<(&[u8], usize)> = Vec::new();
         let mut pending = Some(0usize);
+        let mut work = 0;
         loop {
+            crate::interrupt::tick(&mut work);
             if let Some(index) = pending.take() {
                 match self.nodes[index] {
                     Node::Null => out.null(),
@@ -218,7 +220,9 @@ impl<'a> Parser<'a> {
     }
 
     fn run(mut self) -> Result<Document<'a>> {
+        let mut work = 0;
         'value: loop {
+            crate::interrupt::tick(&mut work);
             self.skip_ws();
             match self.peek() {
                 Some(b'{') | Some(b'[') => {
@@ -395,7 +399,12 @@ impl<'a> Parser<'a> {
                     self.pos = i;
                     return Err(self.err("control character in string"));
                 }
-                Some(_) => i += 1,
+                Some(_) => {
+                    i += 1;
+                    if i & 0xF_FFFF == 0 {
+                        crate::interrupt::check();
+                    }
+                }
             }
         }
         // Slow path: decode into the side buffer.
@@ -438,7 +447,12 @@ impl<'a> Parser<'a> {
                     self.pos = i;
                     return Err(self.err("control character in string"));
                 }
-                Some(_) => i += 1,
+                Some(_) => {
+                    i += 1;
+                    if i & 0xF_FFFF == 0 {
+                        crate::interrupt::check();
+                    }
+                }
             }
         }
     }
