@@ -54,6 +54,13 @@ fn dump_and_restore_into_a_fresh_cluster() {
     db.batch_execute("CREATE EXTENSION idempotency")
         .expect("create extension");
     fixtures::write_data(&mut db);
+    // A grant on the extension's objects: pg_dump keeps it as a change to their initial
+    // privileges (the role itself is the cluster's: the target cluster gets it by hand).
+    db.batch_execute(
+        "DO $$ BEGIN CREATE ROLE idem_dump_app; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         SELECT idem_grant('idem_dump_app', 'app');",
+    )
+    .expect("grant");
     let rows = fixtures::rows(&mut db);
     let max_id: i64 = db
         .query_one("SELECT max(id) FROM idempotency.outbox", &[])
@@ -76,6 +83,10 @@ fn dump_and_restore_into_a_fresh_cluster() {
         .connect("postgres")
         .batch_execute("CREATE DATABASE restored TEMPLATE template0")
         .expect("create the target database");
+    target
+        .connect("postgres")
+        .batch_execute("CREATE ROLE idem_dump_app")
+        .expect("create the role");
     let mut args = conn_args(&target);
     args.extend(["--exit-on-error", "-d", "restored", &dump_path].map(String::from));
     run(
@@ -86,6 +97,19 @@ fn dump_and_restore_into_a_fresh_cluster() {
 
     let mut restored = target.connect("restored");
     assert_eq!(fixtures::rows(&mut restored), rows, "rows lost or changed");
+    let granted: bool = restored
+        .query_one(
+            "SELECT has_table_privilege('idem_dump_app', 'idempotency.requests', 'INSERT') \
+             AND has_schema_privilege('idem_dump_app', 'idempotency', 'USAGE')",
+            &[],
+        )
+        .expect("privileges")
+        .get(0);
+    assert!(granted, "the grant was not restored");
+    // Without the grant, the restored catalog is a fresh install's.
+    restored
+        .batch_execute("SELECT idem_revoke('idem_dump_app', 'app')")
+        .expect("revoke");
     let mut fresh = target.session();
     fixtures::assert_same_catalog(
         &fixtures::catalog(&mut restored),
