@@ -4,8 +4,10 @@
 //! triggers with the writer's rights, and a role with only the `TRIGGER` privilege can add one,
 //! so each batch runs as the table's owner under `SECURITY_RESTRICTED_OPERATION` with
 //! `search_path = pg_catalog, pg_temp`, all restored afterwards (by the transaction's abort
-//! too). The owner is usually a superuser as well, so a table with an enabled trigger whose
-//! function the owner does not own is refused: a WARNING (once per table since the server
+//! too). The owner is usually a superuser as well, so a table is refused while it has an
+//! enabled trigger whose function the owner does not own, or with a WHEN condition (it can call
+//! any function), or with arguments (they can steer even the owner's function: contrib's
+//! `check_foreign_key` runs SQL built from them). A WARNING (once per table since the server
 //! started) and the `maintenance_refused` counter say so, and the other tables go on.
 //! Everything is decided after the table is locked.
 
@@ -15,8 +17,8 @@ use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::errors::{self, IdemError, Result};
 
-/// A trigger of `rel` that would run code the owner does not own: (trigger, function).
-unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, Oid)> {
+/// A trigger of `rel` that could run code the owner did not write: (trigger, why).
+unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, String)> {
     // SAFETY: the trigger descriptor of an open relation; a syscache lookup per function.
     unsafe {
         let desc = (*rel).trigdesc;
@@ -39,12 +41,22 @@ unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, 
                 pg_sys::ReleaseSysCache(tuple);
                 owner
             };
-            if function_owner != owner {
-                let name = CStr::from_ptr(trigger.tgname)
-                    .to_string_lossy()
-                    .into_owned();
-                return Some((name, trigger.tgfoid));
-            }
+            let why = if function_owner != owner {
+                format!(
+                    "runs {}, which the table's owner does not own",
+                    procedure_name(trigger.tgfoid)
+                )
+            } else if !trigger.tgqual.is_null() {
+                "has a WHEN condition, which can call any function".to_string()
+            } else if trigger.tgnargs > 0 {
+                "passes arguments to its function, which can steer it".to_string()
+            } else {
+                continue;
+            };
+            let name = CStr::from_ptr(trigger.tgname)
+                .to_string_lossy()
+                .into_owned();
+            return Some((name, why));
         }
         None
     }
@@ -80,11 +92,11 @@ pub fn run<T>(table: &CStr, body: impl FnOnce() -> Result<T>) -> Result<Option<T
         pg_sys::relation_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
         refused
     };
-    if let Some((trigger, function)) = refused {
+    if let Some((trigger, why)) = refused {
         // SAFETY: reads this backend's database OID.
         let database = unsafe { pg_sys::MyDatabaseId };
         if crate::metrics::count_refused(database, relid) {
-            warn_refused(table, &trigger, function);
+            warn_refused(table, &trigger, &why);
         }
         return Ok(None);
     }
@@ -121,23 +133,27 @@ pub fn run<T>(table: &CStr, body: impl FnOnce() -> Result<T>) -> Result<Option<T
     result.map(Some)
 }
 
-fn warn_refused(table: &CStr, trigger: &str, function: Oid) {
-    // SAFETY: formats an existing function's name.
-    let function = unsafe {
+/// `name(args)` of a function, for messages.
+fn procedure_name(function: Oid) -> String {
+    // SAFETY: formats a function's name (NULL if it vanished).
+    unsafe {
         let name = pg_sys::format_procedure(function);
         if name.is_null() {
             String::from("?")
         } else {
             CStr::from_ptr(name).to_string_lossy().into_owned()
         }
-    };
+    }
+}
+
+fn warn_refused(table: &CStr, trigger: &str, why: &str) {
     let table = table.to_string_lossy();
     pgrx::ereport!(
         pgrx::PgLogLevel::WARNING,
         pgrx::PgSqlErrorCode::ERRCODE_INSUFFICIENT_PRIVILEGE,
         format!(
-            "idempotency: the maintenance worker does not touch idempotency.{table}: trigger \"{trigger}\" runs {function}, which the table's owner does not own"
+            "idempotency: the maintenance worker does not touch idempotency.{table}: trigger \"{trigger}\" {why}"
         ),
-        "Drop the trigger, or have the table's owner own its function; until then run the upkeep of this table by hand (idem_purge, idem_reclaim, idem_inbox_purge, idem_outbox_purge) as a role you trust with that trigger."
+        "Drop the trigger, or make it the table owner's own (a function the owner owns, no WHEN condition, no arguments); until then run the upkeep of this table by hand (idem_purge, idem_reclaim, idem_inbox_purge, idem_outbox_purge) as a role you trust with that trigger."
     );
 }

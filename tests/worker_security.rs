@@ -198,3 +198,123 @@ fn a_failing_step_does_not_skip_the_others() {
         left(&mut db).0 == 0
     });
 }
+
+/// The grantee's code in a WHEN condition of a trigger whose function the owner owns: the
+/// condition runs with the worker's rights, so such a table is refused too.
+#[test]
+fn a_when_condition_cannot_smuggle_code_into_a_trigger_of_the_owner() {
+    let mut db = database("ws_when");
+    db.batch_execute(
+        "DO $$ BEGIN CREATE ROLE eve LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT USAGE ON SCHEMA idempotency TO eve;
+         GRANT TRIGGER ON idempotency.outbox TO eve;
+         GRANT CREATE ON SCHEMA public TO eve;
+         CREATE FUNCTION public.keep_row() RETURNS trigger LANGUAGE plpgsql
+           AS $$ BEGIN RETURN OLD; END $$;",
+    )
+    .expect("set-up");
+    let mut eve = server().connect_as("ws_when", "eve");
+    eve.batch_execute(
+        "CREATE FUNCTION public.eve_escalate() RETURNS boolean LANGUAGE plpgsql AS
+           $$ BEGIN EXECUTE 'ALTER ROLE eve SUPERUSER'; RETURN true; END $$;
+         CREATE TRIGGER sneaky BEFORE DELETE ON idempotency.outbox FOR EACH ROW
+           WHEN (public.eve_escalate()) EXECUTE FUNCTION public.keep_row();",
+    )
+    .expect("eve's trigger");
+    db.batch_execute(EXPIRED_ROWS).expect("rows");
+    wait_for("the record and the inbox row are purged", || {
+        let (requests, inbox, _) = left(&mut db);
+        requests == 0 && inbox == 0
+    });
+    wait_for("the warning", || {
+        server()
+            .log()
+            .contains("does not touch idempotency.outbox: trigger \"sneaky\" has a WHEN condition")
+    });
+    let superuser: bool = db
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'", &[])
+        .expect("rolsuper")
+        .get(0);
+    assert!(!superuser, "the WHEN condition ran as a superuser");
+    assert_eq!(left(&mut db).2, 1, "the refused table is left as it is");
+}
+
+/// Arguments can steer even a function of the owner: contrib's check_foreign_key runs SQL
+/// built from them. Skipped where contrib's refint is not installed.
+#[test]
+fn trigger_arguments_cannot_steer_a_function_of_the_owner() {
+    let mut db = database("ws_args");
+    let available = count(
+        &mut db,
+        "SELECT count(*) FROM pg_available_extensions WHERE name = 'refint'",
+    );
+    if available == 0 {
+        eprintln!("skipped: contrib's refint is not installed");
+        return;
+    }
+    db.batch_execute(
+        "CREATE EXTENSION refint;
+         DO $$ BEGIN CREATE ROLE trent LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT USAGE ON SCHEMA idempotency TO trent;
+         GRANT TRIGGER ON idempotency.requests TO trent;
+         CREATE TABLE public.victim (scope text);",
+    )
+    .expect("set-up");
+    let mut trent = server().connect_as("ws_args", "trent");
+    trent
+        .batch_execute(
+            "CREATE TRIGGER injected BEFORE DELETE ON idempotency.requests FOR EACH ROW
+               EXECUTE FUNCTION public.check_foreign_key(1, 'cascade', 'scope',
+                 'public.victim WHERE false; ALTER ROLE trent SUPERUSER; DELETE FROM public.victim',
+                 'scope');",
+        )
+        .expect("trent's trigger");
+    db.batch_execute(EXPIRED_ROWS).expect("rows");
+    wait_for("the inbox and outbox are purged", || {
+        let (_, inbox, outbox) = left(&mut db);
+        inbox == 0 && outbox == 0
+    });
+    wait_for("the warning", || {
+        server()
+            .log()
+            .contains("does not touch idempotency.requests: trigger \"injected\" passes arguments")
+    });
+    let superuser: bool = db
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'trent'", &[])
+        .expect("rolsuper")
+        .get(0);
+    assert!(!superuser, "the arguments steered the owner's function");
+    assert_eq!(left(&mut db).0, 1);
+}
+
+/// A deferred trigger of the owner would fire at commit, after the switch back to the
+/// superuser; Postgres refuses to defer one in a security-restricted operation, so that step
+/// fails (a WARNING every round) and the others go on.
+#[test]
+fn a_deferred_trigger_of_the_owner_does_not_fire_as_the_worker() {
+    let mut db = database("ws_deferred");
+    db.batch_execute(
+        "DO $$ BEGIN CREATE ROLE late NOLOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT USAGE ON SCHEMA idempotency TO late;
+         ALTER TABLE idempotency.outbox OWNER TO late;
+         CREATE TABLE public.audit (who text);
+         GRANT INSERT ON public.audit TO PUBLIC;
+         CREATE FUNCTION public.audit_outbox() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN INSERT INTO public.audit VALUES (current_user); RETURN OLD; END $$;
+         ALTER FUNCTION public.audit_outbox() OWNER TO late;
+         CREATE CONSTRAINT TRIGGER audit_at_commit AFTER DELETE ON idempotency.outbox
+           DEFERRABLE INITIALLY DEFERRED
+           FOR EACH ROW EXECUTE FUNCTION public.audit_outbox();",
+    )
+    .expect("the owner's deferred trigger");
+    db.batch_execute(EXPIRED_ROWS).expect("rows");
+    wait_for("the inbox is purged", || left(&mut db).1 == 0);
+    wait_for("the failure is logged", || {
+        server().log().contains(
+            "idem_outbox_purge in database \"ws_deferred\" failed: cannot fire deferred trigger \
+             within security-restricted operation (SQLSTATE 42501)",
+        )
+    });
+    assert_eq!(count(&mut db, "SELECT count(*) FROM public.audit"), 0);
+    assert_eq!(left(&mut db).2, 1);
+}
