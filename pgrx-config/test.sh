@@ -89,6 +89,17 @@ for v in "${versions[@]}"; do
     cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
 done
 
+# Suites beyond the per-version matrix, on one version each (see the README's "Tests" table):
+# the packages (.deb and tarball on Debian's own PostgreSQL 15, in a private mount namespace).
+# IDEM_SKIP_EXTRA=1 skips them (e.g. while iterating on one major).
+wants() { [ -z "${IDEM_SKIP_EXTRA:-}" ] && printf '%s\n' "${versions[@]}" | grep -qx "$1"; }
+if wants 15 && [ "$(id -u)" = 0 ] && dpkg-query -W postgresql-15 >/dev/null 2>&1; then
+  banner "packages: .deb and tarball on Debian's PostgreSQL 15"
+  # A debug build: this checks the packaging; releases use the default (release) profile.
+  run_one "packages (pg15)" "$logs/packages.log" \
+    env IDEM_PACKAGE_PROFILE=dev bash -c 'scripts/package.sh 15 && scripts/package-test.sh 15'
+fi
+
 total=$((SECONDS - t_all))
 {
   echo "| version | result | tests passed | tests failed | seconds |"
