@@ -135,7 +135,9 @@ fn utf8_string(bytes: Vec<u8>) -> errors::Result<String> {
 /// `idem_hash(payload, fields)`: NULL elements are an error (22004), duplicates are harmless.
 fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Result<String> {
     let mut set = FieldSet::new();
+    let mut work = 0;
     for field in fields.iter() {
+        idem_canonical::interrupt::tick(&mut work);
         let Some(name) = field else {
             return Err(IdemError::new(
                 errors::NULL_VALUE_NOT_ALLOWED,
