@@ -47,6 +47,10 @@ fn random_seed() -> [u8; 32] {
     seed
 }
 
+fn config_cases(fraction: u32) -> u32 {
+    (cases() / fraction).max(2)
+}
+
 /// Runs `test` on `strategy` with the fixed seed, then with a random one.
 fn fuzz<S: Strategy>(name: &str, strategy: S, test: impl Fn(S::Value) -> Result<(), TestCaseError>)
 where
@@ -66,16 +70,23 @@ fn fuzz_some<S: Strategy>(
 {
     for seed in [FIXED_SEED, random_seed()] {
         let config = Config {
-            cases: (cases() / fraction).max(2),
+            cases: config_cases(fraction),
             failure_persistence: None,
             max_shrink_iters: 2000,
             ..Config::default()
         };
         let rng = TestRng::from_seed(RngAlgorithm::ChaCha, &seed);
         let hex: String = seed.iter().map(|b| format!("{b:02x}")).collect();
+        let started = std::time::Instant::now();
         if let Err(e) = TestRunner::new_with_rng(config, rng).run(&strategy, &test) {
             panic!("{name}: {e}\nreplay with IDEM_FUZZ_SEED={hex}");
         }
+        // Shown with --nocapture: what a long run did.
+        eprintln!(
+            "{name}: {} cases, seed {hex}, {:?}",
+            config_cases(fraction),
+            started.elapsed()
+        );
     }
 }
 
