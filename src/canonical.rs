@@ -9,75 +9,15 @@
 //!
 //! Rust callers (the claim path) use [`hash_jsonb_datum`] / [`jsonb_hash_hex`].
 
-use idem_canonical::{Document, ErrorKind, HashSink, Sink, to_hex};
+use idem_canonical::{Document, ErrorKind, HashSink, to_hex};
 use pgrx::datum::Array;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
+use crate::canonical_limits::{Discard, Guarded, MAX_TEXT, may_exceed};
 use crate::datum::{JsonBytes, JsonbBytes, ServerEncoding};
 use crate::errors::{self, IdemError, OrRaise};
 use crate::jsonb::{FieldSet, write_jsonb};
-
-/// Long canonicalizations honour cancellation and `statement_timeout`: the pure crate calls
-/// this back every few thousand tokens, and [`Guarded`] every MiB of output.
-fn check_interrupts() {
-    pg_sys::check_for_interrupts!();
-}
-
-/// Called from `_PG_init`.
-pub fn init() {
-    idem_canonical::set_interrupt_hook(check_interrupts);
-}
-
-/// The longest text value Postgres can hold (1 GB less its header).
-const MAX_TEXT: usize = 0x3FFF_FFFF - 4;
-
-/// A sink that checks for interrupts every MiB written and stops growing past `limit` bytes
-/// (then [`Guarded::finish`] says 54000), so that no absurd amount is ever allocated.
-pub struct Guarded<S> {
-    inner: S,
-    written: usize,
-    limit: usize,
-}
-
-impl<S: Sink> Guarded<S> {
-    pub fn new(inner: S, limit: usize) -> Self {
-        Guarded {
-            inner,
-            written: 0,
-            limit,
-        }
-    }
-
-    pub fn finish(self) -> errors::Result<S> {
-        if self.written > self.limit {
-            return Err(IdemError::new(
-                errors::PROGRAM_LIMIT_EXCEEDED,
-                format!(
-                    "the canonical JSON text would be longer than {} bytes, the most a text value holds",
-                    self.limit
-                ),
-            )
-            .hint("Hash the value with idem_hash, which streams it, instead of idem_canonical."));
-        }
-        Ok(self.inner)
-    }
-}
-
-impl<S: Sink> Sink for Guarded<S> {
-    #[inline]
-    fn write(&mut self, bytes: &[u8]) {
-        let before = self.written;
-        self.written = before.saturating_add(bytes.len());
-        if self.written > self.limit {
-            return;
-        }
-        if before >> 20 != self.written >> 20 {
-            check_interrupts();
-        }
-        self.inner.write(bytes);
-    }
-}
 
 /// The error the extension raises for a canonicalizer error.
 pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
@@ -118,7 +58,7 @@ pub unsafe fn hash_jsonb_datum(datum: pg_sys::Datum) -> errors::Result<[u8; 32]>
 pub fn jsonb_hash(root: &[u8], fields: Option<&FieldSet<'_>>) -> errors::Result<[u8; 32]> {
     let sink = Guarded::new(HashSink::new(), usize::MAX);
     Ok(write_jsonb(root, fields, ServerEncoding::current(), sink)?
-        .finish()?
+        .into_inner()
         .finish())
 }
 
@@ -134,26 +74,49 @@ pub fn json_text_hash(text: &[u8]) -> errors::Result<[u8; 32]> {
     let sink = doc
         .write_canonical(Guarded::new(HashSink::new(), usize::MAX))
         .map_err(canonical_error)?;
-    Ok(sink.finish()?.finish())
+    Ok(sink.into_inner().finish())
 }
 
-fn json_text_canonical(text: &[u8]) -> errors::Result<String> {
+/// The canonical text of a `json` value, at most `limit` bytes long (else 54000).
+pub(crate) fn json_text_canonical(text: &[u8], limit: usize) -> errors::Result<String> {
     let text = ServerEncoding::current().to_utf8_str(text)?;
     let doc = Document::parse(&text).map_err(canonical_error)?;
-    let out = doc
-        .write_canonical(Guarded::new(Vec::with_capacity(text.len()), MAX_TEXT))
-        .map_err(canonical_error)?;
-    utf8_string(out.finish()?)
+    // A text that might not fit is measured first, so that it fails before any allocation.
+    let capacity = if may_exceed(text.len(), limit) {
+        let mut measure = Guarded::new(Discard, limit);
+        let written = doc
+            .write_canonical(&mut measure)
+            .map(drop)
+            .map_err(canonical_error);
+        measure.outcome(written)?;
+        measure.written()
+    } else {
+        text.len()
+    };
+    let mut out = Guarded::new(Vec::with_capacity(capacity), limit);
+    let written = doc
+        .write_canonical(&mut out)
+        .map(drop)
+        .map_err(canonical_error);
+    out.outcome(written)?;
+    utf8_string(out.into_inner())
 }
 
-fn jsonb_canonical(root: &[u8]) -> errors::Result<String> {
-    let out = write_jsonb(
-        root,
-        None,
-        ServerEncoding::current(),
-        Guarded::new(Vec::with_capacity(root.len()), MAX_TEXT),
-    )?;
-    utf8_string(out.finish()?)
+/// The canonical text of a `jsonb` value, at most `limit` bytes long (else 54000).
+pub(crate) fn jsonb_canonical(root: &[u8], limit: usize) -> errors::Result<String> {
+    let encoding = ServerEncoding::current();
+    let capacity = if may_exceed(root.len(), limit) {
+        let mut measure = Guarded::new(Discard, limit);
+        let written = write_jsonb(root, None, encoding, &mut measure).map(drop);
+        measure.outcome(written)?;
+        measure.written()
+    } else {
+        root.len()
+    };
+    let mut out = Guarded::new(Vec::with_capacity(capacity), limit);
+    let written = write_jsonb(root, None, encoding, &mut out).map(drop);
+    out.outcome(written)?;
+    utf8_string(out.into_inner())
 }
 
 /// The canonical text as a `String`: one UTF-8 check over the whole output.
@@ -172,7 +135,9 @@ fn utf8_string(bytes: Vec<u8>) -> errors::Result<String> {
 /// `idem_hash(payload, fields)`: NULL elements are an error (22004), duplicates are harmless.
 fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Result<String> {
     let mut set = FieldSet::new();
+    let mut work = 0;
     for field in fields.iter() {
+        idem_canonical::interrupt::tick(&mut work);
         let Some(name) = field else {
             return Err(IdemError::new(
                 errors::NULL_VALUE_NOT_ALLOWED,
@@ -187,13 +152,13 @@ fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Resul
 /// RFC 8785 canonical text of a `jsonb` value.
 #[pg_extern(immutable, strict, parallel_safe, name = "idem_canonical")]
 fn idem_canonical_jsonb(payload: JsonbBytes<'_>) -> String {
-    jsonb_canonical(payload.bytes()).or_raise()
+    jsonb_canonical(payload.bytes(), MAX_TEXT).or_raise()
 }
 
 /// RFC 8785 canonical text of a `json` value (duplicate member names are an error, 22030).
 #[pg_extern(immutable, strict, parallel_safe, name = "idem_canonical")]
 fn idem_canonical_json(payload: JsonBytes<'_>) -> String {
-    json_text_canonical(payload.bytes()).or_raise()
+    json_text_canonical(payload.bytes(), MAX_TEXT).or_raise()
 }
 
 /// Lowercase hex SHA-256 of the canonical text of a `jsonb` value.

@@ -269,6 +269,7 @@ pub fn write_jsonb<S: Sink>(
 
     loop {
         idem_canonical::interrupt::tick(&mut work);
+        out.check_room().map_err(canonical_error)?;
         if let Some(child) = pending.take() {
             let data = root
                 .get(child.base + child.start..child.base + child.end)
@@ -292,6 +293,7 @@ pub fn write_jsonb<S: Sink>(
                         let from = members.len();
                         let mut off = 0;
                         for i in 0..c.count {
+                            idem_canonical::interrupt::tick(&mut work);
                             let key = next_child(root, &c, i, &mut off)?;
                             if key.jentry & JENTRY_TYPEMASK != JENTRY_ISSTRING {
                                 return Err(corrupt("object key is not a string"));
@@ -317,7 +319,11 @@ pub fn write_jsonb<S: Sink>(
                             }
                             members.truncate(w);
                         }
-                        members[from..].sort_unstable_by(|a, b| cmp_utf16(&a.name, &b.name));
+                        // A huge object's sort is the longest step: it checks too.
+                        members[from..].sort_unstable_by(|a, b| {
+                            idem_canonical::interrupt::tick(&mut work);
+                            cmp_utf16(&a.name, &b.name)
+                        });
                         let to = members.len();
                         stack.push(Frame::Object { from, at: from, to });
                     } else {

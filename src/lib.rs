@@ -22,6 +22,7 @@ pub mod call;
 mod call_site;
 mod call_target;
 pub mod canonical;
+mod canonical_limits;
 pub mod claim;
 pub mod compat;
 mod datum;
@@ -51,7 +52,7 @@ mod write;
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
     settings::init();
-    canonical::init();
+    canonical_limits::init();
     outbox::register_gucs();
     // Last: reserving the prefix drops any idempotency.* value not defined by then.
     compat::mark_guc_prefix_reserved(c"idempotency");

@@ -28,6 +28,16 @@ impl<S: Sink> Emitter<S> {
         &mut self.sink
     }
 
+    /// An error once the sink is full ([`Sink::is_full`]): producers call it once per token so
+    /// that an oversized output stops early.
+    #[inline]
+    pub fn check_room(&self) -> Result<()> {
+        if self.sink.is_full() {
+            return Err(crate::error::Error::sink_full());
+        }
+        Ok(())
+    }
+
     #[inline]
     fn sep(&mut self) {
         if self.comma {

@@ -15,7 +15,8 @@ pub enum ErrorKind {
     /// A string holds a code point UTF-8 cannot carry (a lone surrogate such as `\ud800`),
     /// or the input bytes are not UTF-8.
     Untranslatable,
-    /// The input exceeds a structural limit of this crate (4 GiB of text, or of a lock scope).
+    /// The input exceeds a structural limit of this crate (4 GiB of text, or of a lock scope),
+    /// or the canonical text exceeds the limit of the sink it is written to.
     TooLarge,
 }
 
@@ -95,6 +96,13 @@ impl Error {
         Self::new(
             ErrorKind::Syntax,
             format!("invalid JSON text at byte {offset}: {what}"),
+        )
+    }
+
+    pub(crate) fn sink_full() -> Self {
+        Self::new(
+            ErrorKind::TooLarge,
+            "the canonical JSON text exceeds the size limit of its destination",
         )
     }
 

@@ -27,6 +27,18 @@ pub fn tick(counter: &mut u32) {
     }
 }
 
+/// Bytes scanned inside one token (a long string, number or run of white space) between two
+/// calls of the hook.
+pub const BYTES: usize = 1 << 20;
+
+/// Call the hook when a scan inside one token reaches a multiple of [`BYTES`].
+#[inline]
+pub fn at_byte(pos: usize) {
+    if pos & (BYTES - 1) == 0 {
+        check();
+    }
+}
+
 /// Call the hook now.
 #[inline]
 pub fn check() {

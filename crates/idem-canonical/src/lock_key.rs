@@ -4,7 +4,7 @@
 //! result reinterpreted as a signed (two's complement) `i64`, i.e. a Postgres `bigint`.
 //! The length prefix keeps `("ab", "c")` and `("a", "bc")` apart. Do not change this layout.
 
-use xxhash_rust::xxh3::xxh3_64;
+use xxhash_rust::xxh3::{Xxh3, xxh3_64};
 
 use crate::error::{Error, ErrorKind, Result};
 
@@ -35,7 +35,19 @@ pub fn lock_key(scope: impl AsRef<[u8]>, key: impl AsRef<[u8]>) -> Result<i64> {
         buf[4 + scope.len()..total].copy_from_slice(key);
         return Ok(xxh3_64(&buf[..total]) as i64);
     }
-    Ok(xxh3_64(&lock_key_bytes(scope, key)?) as i64)
+    // Large inputs are streamed rather than copied (a key can be as long as a text value);
+    // XXH3's streaming and one-shot forms give the same hash.
+    let len = u32::try_from(scope.len())
+        .map_err(|_| Error::new(ErrorKind::TooLarge, "lock scope longer than 4 GiB"))?;
+    let mut hasher = Xxh3::new();
+    hasher.update(&len.to_le_bytes());
+    for part in [scope, key] {
+        for piece in part.chunks(crate::interrupt::BYTES) {
+            crate::interrupt::check();
+            hasher.update(piece);
+        }
+    }
+    Ok(hasher.digest() as i64)
 }
 
 #[cfg(test)]

@@ -8,10 +8,20 @@ use crate::sink::Sink;
 /// `str::parse::<f64>` is. `-0` gives `-0.0` (printed as `0`); values too small for a
 /// subnormal round to zero, as in ECMAScript; values beyond the largest double are an error.
 pub fn number_from_decimal_text(text: &str) -> Result<f64> {
+    // Checked a MiB at a time: a number's text can be as long as the document.
     let plausible = !text.is_empty()
         && text
-            .bytes()
-            .all(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'));
+            .as_bytes()
+            .chunks(crate::interrupt::BYTES)
+            .enumerate()
+            .all(|(i, chunk)| {
+                if i > 0 {
+                    crate::interrupt::check();
+                }
+                chunk
+                    .iter()
+                    .all(|b| matches!(b, b'0'..=b'9' | b'-' | b'+' | b'.' | b'e' | b'E'))
+            });
     if !plausible {
         return Err(Error::syntax(0, "not a decimal number"));
     }

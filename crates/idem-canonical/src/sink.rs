@@ -6,6 +6,13 @@ use sha2::{Digest, Sha256};
 pub trait Sink {
     fn write(&mut self, bytes: &[u8]);
 
+    /// The sink refuses more text (it enforces a size limit): the writers of this crate then
+    /// stop with [`crate::ErrorKind::TooLarge`] instead of producing the rest.
+    #[inline]
+    fn is_full(&self) -> bool {
+        false
+    }
+
     #[inline]
     fn write_byte(&mut self, b: u8) {
         self.write(&[b]);
@@ -28,6 +35,11 @@ impl<S: Sink + ?Sized> Sink for &mut S {
     #[inline]
     fn write(&mut self, bytes: &[u8]) {
         (**self).write(bytes);
+    }
+
+    #[inline]
+    fn is_full(&self) -> bool {
+        (**self).is_full()
     }
 
     #[inline]

@@ -92,6 +92,7 @@ impl<'a> Document<'a> {
         let mut work = 0;
         loop {
             crate::interrupt::tick(&mut work);
+            out.check_room()?;
             if let Some(index) = pending.take() {
                 match self.nodes[index] {
                     Node::Null => out.null(),
@@ -111,11 +112,16 @@ impl<'a> Document<'a> {
                         let from = order.len();
                         let mut member = index + 1;
                         for _ in 0..len {
+                            crate::interrupt::tick(&mut work);
                             order.push((self.name_of(member).as_bytes(), member));
                             member = self.end_of(member + 1);
                         }
                         let members = &mut order[from..];
-                        members.sort_unstable_by(|a, b| cmp_utf16(a.0, b.0));
+                        // A huge object's sort is the longest step: it checks too.
+                        members.sort_unstable_by(|a, b| {
+                            crate::interrupt::tick(&mut work);
+                            cmp_utf16(a.0, b.0)
+                        });
                         if let Some(pair) = members.windows(2).find(|w| w[0].0 == w[1].0) {
                             return Err(Error::duplicate_key(self.name_of(pair[0].1)));
                         }
@@ -203,6 +209,7 @@ impl<'a> Parser<'a> {
     fn skip_ws(&mut self) {
         while self.pos < self.bytes.len() && is_ws(self.bytes[self.pos]) {
             self.pos += 1;
+            crate::interrupt::at_byte(self.pos);
         }
     }
 
@@ -339,6 +346,7 @@ impl<'a> Parser<'a> {
         let start = self.pos;
         while matches!(self.peek(), Some(b'0'..=b'9')) {
             self.pos += 1;
+            crate::interrupt::at_byte(self.pos);
         }
         self.pos - start
     }
@@ -440,8 +448,13 @@ impl<'a> Parser<'a> {
                 }
                 Some(b'\\') => {
                     self.decoded.push_str(&self.input[run..i]);
+                    let at = i;
                     i = self.escape(i)?;
                     run = i;
+                    // Escapes skip 2 to 12 bytes: check on crossing a MiB, not landing on one.
+                    if at / crate::interrupt::BYTES != i / crate::interrupt::BYTES {
+                        crate::interrupt::check();
+                    }
                 }
                 Some(&b) if b < 0x20 => {
                     self.pos = i;

@@ -18,7 +18,10 @@ pub fn write_value_canonical<S: Sink>(value: &Value, sink: S) -> Result<S> {
     let mut out = Emitter::new(sink);
     let mut stack: Vec<Frame<'_>> = Vec::new();
     let mut pending = Some(value);
+    let mut work = 0;
     loop {
+        crate::interrupt::tick(&mut work);
+        out.check_room()?;
         if let Some(v) = pending.take() {
             match v {
                 Value::Null => out.null(),
@@ -40,7 +43,10 @@ pub fn write_value_canonical<S: Sink>(value: &Value, sink: S) -> Result<S> {
                 Value::Object(map) => {
                     out.begin_object();
                     let mut members: Vec<(&String, &Value)> = map.iter().collect();
-                    members.sort_unstable_by(|a, b| cmp_utf16_str(a.0, b.0));
+                    members.sort_unstable_by(|a, b| {
+                        crate::interrupt::tick(&mut work);
+                        cmp_utf16_str(a.0, b.0)
+                    });
                     stack.push(Frame::Object(members.into_iter()));
                 }
             }

@@ -37,3 +37,29 @@ fn vectors() {
     let (scope, key) = ("s".repeat(40), "k".repeat(300));
     assert_eq!(lock_key(&scope, &key).unwrap(), -8142244442764676313);
 }
+
+/// Keys past the stack buffer are streamed into XXH3 a MiB at a time (no copy of a long key):
+/// the same hash as one-shot XXH3 over the documented layout, at every size boundary.
+#[test]
+fn streamed_equals_one_shot() {
+    let sizes = [
+        (0, 253),
+        (0, 300),
+        (40, 2000),
+        (1 << 20, 5),
+        (3, (2 << 20) + 7),
+    ];
+    for (scope_len, key_len) in sizes {
+        let scope = "s".repeat(scope_len);
+        let key: String = (0..key_len)
+            .map(|i| char::from(b'a' + (i % 26) as u8))
+            .collect();
+        let layout = lock_key_bytes(&scope, &key).unwrap();
+        let one_shot = xxhash_rust::xxh3::xxh3_64(&layout) as i64;
+        assert_eq!(
+            lock_key(&scope, &key).unwrap(),
+            one_shot,
+            "{scope_len} {key_len}"
+        );
+    }
+}
