@@ -25,8 +25,9 @@ fn too_long(what: &str, value: &[u8], limit: usize) -> IdemError {
 pub fn name<'a>(what: &str, code: SqlState, value: Option<&'a [u8]>) -> Result<&'a [u8]> {
     match value {
         None => Err(IdemError::new(code, format!("{what} must not be null"))),
-        Some(v) if is_blank(v) => Err(IdemError::new(code, format!("{what} must not be blank"))),
+        // Length first: a blank check would scan a value of any size.
         Some(v) if v.len() > MAX_NAME_BYTES => Err(too_long(what, v, MAX_NAME_BYTES)),
+        Some(v) if is_blank(v) => Err(IdemError::new(code, format!("{what} must not be blank"))),
         Some(v) => Ok(v),
     }
 }
