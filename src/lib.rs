@@ -21,6 +21,7 @@ pub mod compat;
 mod datum;
 pub mod errors;
 mod finish;
+mod http;
 pub mod inbox;
 mod input;
 mod jsonb;
