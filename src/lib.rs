@@ -17,6 +17,7 @@ pub mod call;
 mod call_site;
 pub mod canonical;
 pub mod claim;
+mod claim_wait;
 pub mod compat;
 mod datum;
 pub mod errors;
