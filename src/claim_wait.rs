@@ -3,16 +3,18 @@
 //!
 //! How it waits, for both kinds of holder (a claim another transaction has not committed yet,
 //! and a committed `processing` record with a live lease):
-//! - it sleeps on its own latch with exponential backoff (1 ms doubling up to
-//!   [`MAX_SLEEP_MS`]), never longer than what is left of `wait`, then claims again from
-//!   scratch; the first answer that is not `processing_active` is returned (a holder that
-//!   committed success gives `replay_success`; a holder that rolled back lets this claim take
-//!   the key; a failure or an expired lease is taken over as usual);
-//! - between two tries it holds nothing: each try's scans and SPI connection are closed and its
-//!   memory is freed before it sleeps, and a try that found the key busy took no key lock;
+//! - it *probes*: one claim inside a subtransaction that is then rolled back, so whatever the
+//!   probe locked or wrote (a row lock, the key's advisory lock, an insert) is undone and the
+//!   probe's outcome is all that is kept;
+//! - while the probe says `processing_active`, it sleeps on its own latch with exponential
+//!   backoff (1 ms doubling up to [`MAX_SLEEP_MS`]), never past the deadline, and probes again:
+//!   between probes it holds no lock on the key and no scan, SPI connection or memory of them;
+//! - once a probe says anything else, or the time is up, it claims for real, exactly as a claim
+//!   without `wait` does, and returns that answer (a holder that committed success gives
+//!   `replay_success`; one that rolled back lets this claim take the key over);
 //! - the latch wakes on cancel, `statement_timeout` and postmaster death, and interrupts are
 //!   checked after every sleep, so the wait is as cancellable as any statement.
-//! `wait => NULL` (the default) or zero is the claim as it always was: one try, no sleep.
+//! `wait => NULL` (the default) or zero is the claim as it always was: one try, no probe.
 
 use pgrx::PgMemoryContexts;
 use pgrx::pg_sys;
@@ -25,13 +27,6 @@ use crate::errors::{self, IdemError, Result};
 const MAX_SLEEP_MS: i64 = 50;
 /// Argument position of `wait` in `idem_claim` (sql/claim.sql).
 const WAIT_ARG: usize = 6;
-
-/// A claim's answer, with what must stay open while it is used.
-pub(crate) struct Waited {
-    // Dropped in this order: the try's scans and SPI first, then the memory they used.
-    _held: Held,
-    _memory: Option<PgMemoryContexts>,
-}
 
 /// `wait` in microseconds: None for NULL or zero; negative is `22023`.
 ///
@@ -54,49 +49,45 @@ pub(crate) unsafe fn wait_arg(fcinfo: pg_sys::FunctionCallInfo) -> Result<Option
 }
 
 /// Claim `args`, waiting up to `wait` microseconds while the key is `processing_active`.
-pub(crate) fn claim_waiting(args: &ClaimArgs<'_>, wait: Option<i64>) -> Result<(Claimed, Waited)> {
-    let Some(wait) = wait else {
-        let (claimed, held) = claim_held(args)?;
-        return Ok((
-            claimed,
-            Waited {
-                _held: held,
-                _memory: None,
-            },
-        ));
-    };
-    // SAFETY: reads the clock.
-    let deadline = unsafe { pg_sys::GetCurrentTimestamp() }.saturating_add(wait);
-    // Each try allocates here; the context is reset between tries and kept for the answer.
-    // SAFETY: reads the current memory context.
-    let caller = unsafe { pg_sys::CurrentMemoryContext };
-    let mut memory = PgMemoryContexts::new("idem_claim wait");
-    let mut sleep_ms: i64 = 1;
-    loop {
-        let left_ms = {
-            // SAFETY: switches to a context this function owns and back.
-            let (claimed, held) = unsafe { memory.switch_to(|_| claim_held(args)) }?;
+pub(crate) fn claim_waiting(args: &ClaimArgs<'_>, wait: Option<i64>) -> Result<(Claimed, Held)> {
+    if let Some(wait) = wait {
+        // SAFETY: reads the clock.
+        let deadline = unsafe { pg_sys::GetCurrentTimestamp() }.saturating_add(wait);
+        // Each probe allocates here; the context is reset after it and deleted at the end.
+        let mut memory = PgMemoryContexts::new("idem_claim wait");
+        let mut sleep_ms: i64 = 1;
+        loop {
+            let outcome = probe(args, &mut memory)?;
             // SAFETY: reads the clock.
             let left_ms = (deadline - unsafe { pg_sys::GetCurrentTimestamp() }) / 1000;
-            if claimed.outcome != Some(Outcome::ProcessingActive) || left_ms <= 0 {
-                return Ok((
-                    claimed,
-                    Waited {
-                        _held: held,
-                        _memory: Some(memory),
-                    },
-                ));
+            if outcome != Some(Outcome::ProcessingActive) || left_ms <= 0 {
+                break;
             }
-            left_ms
-            // Hold nothing while asleep: this try's scans and SPI close here.
-        };
-        // SAFETY: closing SPI may have left `memory` current; nothing in it is referenced.
-        unsafe {
-            pg_sys::MemoryContextSwitchTo(caller);
-            memory.reset();
+            sleep(sleep_ms.min(left_ms));
+            sleep_ms = (sleep_ms * 2).min(MAX_SLEEP_MS);
         }
-        sleep(sleep_ms.min(left_ms));
-        sleep_ms = (sleep_ms * 2).min(MAX_SLEEP_MS);
+    }
+    claim_held(args)
+}
+
+/// What a claim of `args` would answer now, leaving nothing behind: it runs in a subtransaction
+/// that is rolled back, in `memory`, which is reset afterwards.
+fn probe(args: &ClaimArgs<'_>, memory: &mut PgMemoryContexts) -> Result<Option<Outcome>> {
+    // SAFETY: the subtransaction is begun and rolled back here, restoring the memory context
+    // and resource owner as PL/pgSQL's exception blocks do; an error raised in between
+    // aborts the whole transaction, which ends the subtransaction too.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(core::ptr::null());
+        // The claim's scans and SPI connection are closed when the closure returns.
+        let outcome =
+            memory.switch_to(|_| claim_held(args).map(|(claimed, _held)| claimed.outcome));
+        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+        memory.reset();
+        outcome
     }
 }
 
