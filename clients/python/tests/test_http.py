@@ -152,8 +152,15 @@ def test_killed_mid_request_then_retry_gives_one_row(db, db_url):
     key = new_key()
     victim = Server(db_url).start()
     try:
-        hung = threading.Thread(target=lambda: pytest.raises(
-            httpx.TransportError, post, victim, key, headers={"x-test-sleep-after-insert": "30"}))
+        outcome = {}
+
+        def doomed():
+            try:
+                outcome["answer"] = post(victim, key, headers={"x-test-sleep-after-insert": "30"})
+            except httpx.TransportError as exc:
+                outcome["lost"] = exc
+
+        hung = threading.Thread(target=doomed)
         hung.start()
         # Wait until the insert is done and the transaction is open (between effect and commit).
         deadline = time.monotonic() + 20
@@ -167,6 +174,7 @@ def test_killed_mid_request_then_retry_gives_one_row(db, db_url):
             pytest.fail("the request never reached its insert")
         victim.kill()
         hung.join()
+        assert "lost" in outcome, outcome
     finally:
         victim.stop()
     survivor = Server(db_url).start()
