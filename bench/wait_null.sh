@@ -81,14 +81,29 @@ for r in $(seq 1 "$rounds"); do
   for lib in $order; do
     stop; use "$lib"; start
     for script in replay active; do
-      tps=$("$bindir/pgbench" -n -h "$work" -p "$port" -U postgres -c "$clients" -j 2 -T "$secs" \
+      tps=$("$bindir/pgbench" -n -h "$work" -p "$port" -U postgres -M prepared -c "$clients" -j 2 -T "$secs" \
               -f "$repo/bench/scripts/$script.ext.sql" postgres 2>/dev/null |
             sed -n 's/^tps = \([0-9.]*\) .*/\1/p')
       echo "$r $lib $script $tps" | tee -a "$results"
     done
+    # One backend, 300,000 replays in one statement: its CPU time (utime + stime, in clock
+    # ticks), which a busy machine disturbs far less than throughput.
+    for _ in 1 2 3; do
+      ticks=$("${psql[@]}" -At <<'SQL' | awk '$1 == "T" { t[n++] = $2 } END { print t[1] - t[0] }'
+SELECT pg_catalog.pg_backend_pid() AS pid \gset
+\setenv IDEM_PID :pid
+\! echo T $(awk '{ print $14 + $15 }' /proc/$IDEM_PID/stat)
+SELECT count(*) FROM pg_catalog.generate_series(1, 300000) AS g
+  CROSS JOIN LATERAL idem_claim('orders', (((g % 10000) + 1) * 2654435761 % 4294967311)::text,
+    '9f2c1e0b7a6d5c4b3a29180716253443526170819fa0b1c2d3e4f5061728394a') AS c;
+\! echo T $(awk '{ print $14 + $15 }' /proc/$IDEM_PID/stat)
+SQL
+)
+      echo "$r $lib cpu_ticks $ticks" | tee -a "$results"
+    done
   done
 done
-python3 - "$results" <<'PY'
+python3 - "$results" "$(getconf CLK_TCK)" <<'PY'
 import statistics, sys
 runs = {}
 for line in open(sys.argv[1]):
@@ -96,5 +111,9 @@ for line in open(sys.argv[1]):
     runs.setdefault((script, lib), []).append(float(tps))
 for script in ("replay", "active"):
     old, new = statistics.median(runs[(script, "old")]), statistics.median(runs[(script, "new")])
-    print(f"{script}: base {old:,.0f} tps, wait => NULL {new:,.0f} tps (medians), ratio {new / old:.3f}")
+    print(f"pgbench {script}: base {old:,.0f} tps, wait => NULL {new:,.0f} tps (medians), ratio {new / old:.3f}")
+tick = 1000 / int(sys.argv[2])
+old, new = statistics.median(runs[("cpu_ticks", "old")]), statistics.median(runs[("cpu_ticks", "new")])
+print(f"one backend, 300,000 replays, CPU time: base {old * tick:,.0f} ms, wait => NULL {new * tick:,.0f} ms "
+      f"(medians of {len(runs[('cpu_ticks', 'new')])}), CPU ratio {new / old:.3f}")
 PY
