@@ -14,6 +14,7 @@
 //!   `replay_success`; one that rolled back lets this claim take the key over);
 //! - the latch wakes on cancel, `statement_timeout` and postmaster death, and interrupts are
 //!   checked after every sleep, so the wait is as cancellable as any statement.
+//!
 //! `wait => NULL` (the default) or zero is the claim as it always was: one try, no probe.
 
 use pgrx::PgMemoryContexts;
