@@ -22,12 +22,13 @@ CREATE FUNCTION @extschema@.idem_claim(
     request_hash pg_catalog.text,
     lease pg_catalog.interval DEFAULT '5 minutes',
     retention pg_catalog.interval DEFAULT '24 hours',
-    claimed_by pg_catalog.text DEFAULT NULL
+    claimed_by pg_catalog.text DEFAULT NULL,
+    wait pg_catalog.interval DEFAULT NULL
 ) RETURNS @extschema@.idem_claim_result
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'idem_claim';
 COMMENT ON FUNCTION @extschema@.idem_claim IS
-    'Claim (scope, key) for one request: new_claim, replay_success, processing_active, processing_stale, retryable_failure or final_failure';
+    'Claim (scope, key) for one request: new_claim, replay_success, processing_active, processing_stale, retryable_failure or final_failure; with wait, a key in flight is waited for at most that long';
 
 CREATE FUNCTION @extschema@.idem_complete(
     scope pg_catalog.text,

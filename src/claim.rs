@@ -660,7 +660,9 @@ fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     let (args, site) = unsafe { (ClaimArgs::read(fcinfo)?, call_site(fcinfo)?) };
     // SAFETY: the memory context the caller expects the result in.
     let caller = unsafe { pg_sys::CurrentMemoryContext };
-    let (claimed, _held) = claim_held(&args)?;
+    // SAFETY: called by Postgres as idem_claim.
+    let wait = unsafe { crate::claim_wait::wait_arg(fcinfo)? };
+    let (claimed, _held) = crate::claim_wait::claim_waiting(&args, wait)?;
     crate::metrics::count_claim(claimed.outcome);
     form_row(site, &claimed, caller)
 }

@@ -1,0 +1,32 @@
+// Example service: POST /payments, idempotent through idempotency-http (Express + node-postgres).
+// Environment: PORT, DATABASE_URL; IDEM_EXAMPLE_TEST_HOOKS=1 enables the test-only header
+// X-Test-Sleep-After-Insert: <seconds> (sleep between the insert and the commit).
+import express from 'express';
+import pg from 'pg';
+import { idempotency } from 'idempotency-http';
+
+const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 20 });
+const testHooks = process.env.IDEM_EXAMPLE_TEST_HOOKS === '1';
+const app = express();
+
+app.get('/health', (_req, res) => res.json({ ok: true }));
+
+app.post('/payments', idempotency({ pool, scope: 'payments', maxWait: 30 }), async (req, res) => {
+  const { client, key } = req.idempotency;
+  const { order_id: orderId, amount } = req.body ?? {};
+  if (orderId === undefined || amount === undefined) {
+    res.status(400).type('application/problem+json')
+      .send(JSON.stringify({ type: 'about:blank', title: 'order_id and amount are required', status: 400 }));
+    return;
+  }
+  const { rows } = await client.query(
+    'INSERT INTO payments (idem_key, order_id, amount) VALUES ($1, $2, $3) RETURNING id, amount',
+    [key, String(orderId), String(amount)],
+  );
+  const sleep = testHooks && Number(req.get('x-test-sleep-after-insert'));
+  if (sleep) await new Promise((resolve) => setTimeout(resolve, sleep * 1000));
+  res.status(201).location(`/payments/${rows[0].id}`)
+    .json({ payment_id: Number(rows[0].id), order_id: String(orderId), amount: rows[0].amount });
+});
+
+app.listen(Number(process.env.PORT), '127.0.0.1');

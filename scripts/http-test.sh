@@ -1,0 +1,110 @@
+#!/usr/bin/env bash
+# The HTTP layer's tests: start a throw-away Postgres MAJOR with the extension installed and
+# preloaded, then run the Python adapter's tests (pytest, clients/python/tests), the Node
+# adapter's tests (node:test, clients/node/test) and the exporter test (metrics/test_exporter.py),
+# and stop the cluster. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
+# a second run installs nothing. Ends with the plain line 'N passed, N failed'.
+# Usage: scripts/http-test.sh [MAJOR]   (default 15)
+# Environment: IDEM_HTTP_PORT (default 54339), IDEM_HTTP_DIR (default /tmp/idempotency-http-test),
+#              IDEM_HTTP_CACHE (venv; default ~/.cache/idempotency-http), IDEM_HTTP_KEEP=1 keeps
+#              the cluster running afterwards.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+root=$PWD
+major=${1:-15}
+port=${IDEM_HTTP_PORT:-54339}
+dir=${IDEM_HTTP_DIR:-/tmp/idempotency-http-test}
+export IDEM_HTTP_CACHE=${IDEM_HTTP_CACHE:-${XDG_CACHE_HOME:-$HOME/.cache}/idempotency-http}
+t0=$SECONDS
+log() { printf '[http-test %4ss] %s\n' "$((SECONDS - t0))" "$*" >&2; }
+
+# --- what the tests need from Debian ----------------------------------------------------------
+need=()
+command -v prometheus-postgres-exporter >/dev/null || need+=(prometheus-postgres-exporter)
+python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
+command -v node >/dev/null || need+=(nodejs)
+command -v npm >/dev/null || need+=(npm)
+if [ ${#need[@]} -gt 0 ]; then
+  log "apt-get install ${need[*]}"
+  apt-get update -qq
+  # The exporter's package starts no service here: policy-rc.d keeps it so where one exists.
+  DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+fi
+
+# --- Postgres and the extension ----------------------------------------------------------------
+pgrx-config/setup.sh "$major"
+pg_config=$(sed -n "s/^pg$major = \"\(.*\)\"/\1/p" "${PGRX_HOME:-$HOME/.pgrx}/config.toml")
+bindir=$("$pg_config" --bindir)
+log "building and installing the extension into $("$pg_config" --pkglibdir)"
+cargo pgrx install --pg-config "$pg_config" --features "pg$major" --no-default-features >/dev/null
+
+as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+stop_cluster() {
+  [ -f "$dir/postmaster.pid" ] && as_pg "$bindir/pg_ctl" -D "$dir" -m fast stop >/dev/null 2>&1 || true
+}
+stop_cluster
+rm -rf "$dir"
+mkdir -p "$dir"
+[ "$(id -u)" = 0 ] && chown postgres: "$dir"
+as_pg "$bindir/initdb" -A trust -U postgres -E UTF8 --locale=C -D "$dir" >/dev/null
+cat > "$dir/postgresql.auto.conf" <<CONF
+port = $port
+listen_addresses = '127.0.0.1'
+unix_socket_directories = '$dir'
+shared_preload_libraries = 'idempotency'
+max_connections = 200
+CONF
+[ "$(id -u)" = 0 ] && chown postgres: "$dir/postgresql.auto.conf"
+[ "${IDEM_HTTP_KEEP:-}" = 1 ] || trap stop_cluster EXIT
+log "starting Postgres $major on port $port"
+as_pg env -u RUST_BACKTRACE "$bindir/pg_ctl" -w -D "$dir" -l "$dir/server.log" start >/dev/null
+"$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE http" >/dev/null
+"$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d http -c "CREATE EXTENSION idempotency" >/dev/null
+export DATABASE_URL="postgresql://postgres@127.0.0.1:$port/http"
+
+# --- Python: one venv for the example service and the tests ------------------------------------
+venv=$IDEM_HTTP_CACHE/py-venv
+stamp=$(cat examples/http/python/requirements.txt clients/python/pyproject.toml clients/python/src/idempotency_http/*.py | sha256sum | cut -c1-16)
+if [ "$(cat "$venv/.test-stamp" 2>/dev/null)" != "$stamp" ]; then
+  log "pip install into $venv"
+  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
+  "$venv/bin/pip" install -q --disable-pip-version-check -r examples/http/python/requirements.txt "pytest>=8" "httpx>=0.27"
+  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
+  echo "$stamp" > "$venv/.stamp"
+  echo "$stamp" > "$venv/.test-stamp"
+fi
+# --- Node ---------------------------------------------------------------------------------------
+if [ ! -d clients/node/node_modules/pg ] || [ clients/node/package.json -nt clients/node/node_modules/.package-lock.json ]; then
+  log "npm install (clients/node)"
+  (cd clients/node && npm install --no-audit --no-fund --loglevel=error --include=dev >&2)
+fi
+
+passed=0 failed=0
+log "Python adapter tests and exporter test (pytest)"
+py_report=$(mktemp)
+"$venv/bin/python" -m pytest -p no:cacheprovider -q -rf --junitxml="$py_report" \
+  clients/python/tests metrics/test_exporter.py || true
+read -r p f < <("$venv/bin/python" - "$py_report" <<'PY'
+import sys, xml.etree.ElementTree as ET
+t = ET.parse(sys.argv[1]).getroot()
+s = t if t.tag == "testsuite" else t.find("testsuite")
+n, bad = int(s.get("tests", 0)), int(s.get("failures", 0)) + int(s.get("errors", 0))
+print(n - bad - int(s.get("skipped", 0)), bad)
+PY
+) || { p=0; f=1; }
+rm -f "$py_report"
+passed=$((passed + p)) failed=$((failed + f))
+
+log "Node adapter tests (node:test)"
+node_out=$(mktemp)
+(cd clients/node && node --test --test-reporter=spec --test-reporter-destination=stdout \
+  --test-reporter=tap --test-reporter-destination="$node_out" test/) || true
+p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$node_out" | tail -1)
+f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$node_out" | tail -1)
+rm -f "$node_out"
+[ -n "$p" ] || { p=0; f=1; }
+passed=$((passed + p)) failed=$((failed + ${f:-1}))
+
+log "done in $((SECONDS - t0)) s"
+echo "$passed passed, $failed failed"
+[ "$failed" = 0 ]

@@ -1,0 +1,109 @@
+//! `idem_claim(..., wait => interval)`: a claim that finds its key in flight
+//! (`processing_active`) waits at most `wait` for the holder to finish, then judges again.
+//!
+//! How it waits, for both kinds of holder (a claim another transaction has not committed yet,
+//! and a committed `processing` record with a live lease):
+//! - it *probes*: one claim inside a subtransaction that is then rolled back, so whatever the
+//!   probe locked or wrote (a row lock, the key's advisory lock, an insert) is undone and the
+//!   probe's outcome is all that is kept;
+//! - while the probe says `processing_active`, it sleeps on its own latch with exponential
+//!   backoff (1 ms doubling up to [`MAX_SLEEP_MS`]), never past the deadline, and probes again:
+//!   between probes it holds no lock on the key and no scan, SPI connection or memory of them;
+//! - once a probe says anything else, or the time is up, it claims for real, exactly as a claim
+//!   without `wait` does, and returns that answer (a holder that committed success gives
+//!   `replay_success`; one that rolled back lets this claim take the key over);
+//! - the latch wakes on cancel, `statement_timeout` and postmaster death, and interrupts are
+//!   checked after every sleep, so the wait is as cancellable as any statement.
+//!
+//! `wait => NULL` (the default) or zero is the claim as it always was: one try, no probe.
+
+use pgrx::PgMemoryContexts;
+use pgrx::pg_sys;
+
+use crate::args;
+use crate::claim::{ClaimArgs, Claimed, Held, Outcome, claim_held};
+use crate::errors::{self, IdemError, Result};
+
+/// The longest single sleep: how late a waiter may notice that its holder finished.
+const MAX_SLEEP_MS: i64 = 50;
+/// Argument position of `wait` in `idem_claim` (sql/claim.sql).
+const WAIT_ARG: usize = 6;
+
+/// `wait` in microseconds: None for NULL or zero; negative is `22023`.
+///
+/// # Safety
+/// `fcinfo` is a call of `idem_claim` as declared in sql/claim.sql.
+pub(crate) unsafe fn wait_arg(fcinfo: pg_sys::FunctionCallInfo) -> Result<Option<i64>> {
+    // SAFETY: the caller guarantees argument WAIT_ARG is an interval.
+    let Some((_, wait)) = (unsafe { args::interval(fcinfo, WAIT_ARG) }) else {
+        return Ok(None);
+    };
+    let micros = wait.as_micros();
+    if micros < 0 {
+        return Err(
+            IdemError::new(errors::INVALID_PARAMETER_VALUE, "wait must not be negative")
+                .hint("Pass NULL (the default) not to wait."),
+        );
+    }
+    // 'infinity' and the like: wait until cancelled or statement_timeout.
+    Ok((micros > 0).then(|| micros.min(i64::MAX as i128 / 4) as i64))
+}
+
+/// Claim `args`, waiting up to `wait` microseconds while the key is `processing_active`.
+pub(crate) fn claim_waiting(args: &ClaimArgs<'_>, wait: Option<i64>) -> Result<(Claimed, Held)> {
+    if let Some(wait) = wait {
+        // SAFETY: reads the clock.
+        let deadline = unsafe { pg_sys::GetCurrentTimestamp() }.saturating_add(wait);
+        // Each probe allocates here; the context is reset after it and deleted at the end.
+        let mut memory = PgMemoryContexts::new("idem_claim wait");
+        let mut sleep_ms: i64 = 1;
+        loop {
+            let outcome = probe(args, &mut memory)?;
+            // SAFETY: reads the clock.
+            let left_ms = (deadline - unsafe { pg_sys::GetCurrentTimestamp() }) / 1000;
+            if outcome != Some(Outcome::ProcessingActive) || left_ms <= 0 {
+                break;
+            }
+            sleep(sleep_ms.min(left_ms));
+            sleep_ms = (sleep_ms * 2).min(MAX_SLEEP_MS);
+        }
+    }
+    claim_held(args)
+}
+
+/// What a claim of `args` would answer now, leaving nothing behind: it runs in a subtransaction
+/// that is rolled back, in `memory`, which is reset afterwards.
+fn probe(args: &ClaimArgs<'_>, memory: &mut PgMemoryContexts) -> Result<Option<Outcome>> {
+    // SAFETY: the subtransaction is begun and rolled back here, restoring the memory context
+    // and resource owner as PL/pgSQL's exception blocks do; an error raised in between
+    // aborts the whole transaction, which ends the subtransaction too.
+    unsafe {
+        let context = pg_sys::CurrentMemoryContext;
+        let owner = pg_sys::CurrentResourceOwner;
+        pg_sys::BeginInternalSubTransaction(core::ptr::null());
+        // The claim's scans and SPI connection are closed when the closure returns.
+        let outcome =
+            memory.switch_to(|_| claim_held(args).map(|(claimed, _held)| claimed.outcome));
+        pg_sys::RollbackAndReleaseCurrentSubTransaction();
+        pg_sys::MemoryContextSwitchTo(context);
+        pg_sys::CurrentResourceOwner = owner;
+        memory.reset();
+        outcome
+    }
+}
+
+/// Sleep on this backend's latch; wakes early for interrupts, which are then served.
+fn sleep(ms: i64) {
+    // SAFETY: MyLatch is this backend's own latch; WaitLatch and ResetLatch are the documented
+    // way to sleep interruptibly (WL_EXIT_ON_PM_DEATH: a dead postmaster ends the backend).
+    unsafe {
+        pg_sys::WaitLatch(
+            pg_sys::MyLatch,
+            (pg_sys::WL_LATCH_SET | pg_sys::WL_TIMEOUT | pg_sys::WL_EXIT_ON_PM_DEATH) as i32,
+            ms as _,
+            pg_sys::PG_WAIT_EXTENSION,
+        );
+        pg_sys::ResetLatch(pg_sys::MyLatch);
+    }
+    pgrx::check_for_interrupts!();
+}
