@@ -34,6 +34,12 @@ const WAIT_ARG: usize = 6;
 /// # Safety
 /// `fcinfo` is a call of `idem_claim` as declared in sql/claim.sql.
 pub(crate) unsafe fn wait_arg(fcinfo: pg_sys::FunctionCallInfo) -> Result<Option<i64>> {
+    // The 0.1.0 declaration of idem_claim has no `wait`: that SQL still calls this library
+    // until `ALTER EXTENSION idempotency UPDATE` runs.
+    // SAFETY: reads the call's argument count.
+    if unsafe { (*fcinfo).nargs } as usize <= WAIT_ARG {
+        return Ok(None);
+    }
     // SAFETY: the caller guarantees argument WAIT_ARG is an interval.
     let Some((_, wait)) = (unsafe { args::interval(fcinfo, WAIT_ARG) }) else {
         return Ok(None);

@@ -27,8 +27,6 @@ fn database(name: &str) -> Client {
 /// The timeout the tests set, and how long after it a cancelled call may still run: the
 /// canonicalizer checks every 4096 tokens, every MiB scanned and every MiB of output, each a
 /// few milliseconds of work even in a debug build on a busy machine.
-const TIMEOUT_MS: u64 = 200;
-const GRACE: Duration = Duration::from_millis(500);
 
 /// Documents, each in three columns: `b` jsonb, `t` json, `s` text. Every one takes seconds
 /// to canonicalize in a debug build (checked below), each in a different loop: a wide object
@@ -74,18 +72,20 @@ fn statement_timeout_cancels_canonicalization() {
         .map(|row| row.get(0))
         .collect();
     for name in &names {
-        // Once per document: it must take long enough for the test to mean something.
+        // Relative, not absolute: the machine may be idle or loaded. A cancelled call must
+        // stop well before the time the whole call takes, which must be long enough to tell.
         let sql =
             format!("SELECT idem_hash(b) FROM docs WHERE name OPERATOR(pg_catalog.=) '{name}'");
         let (result, whole) = timed(&mut db, &sql);
         result.unwrap_or_else(|e| panic!("{sql}: {e}"));
         assert!(
-            whole > (Duration::from_millis(TIMEOUT_MS) + GRACE) * 3,
+            whole > Duration::from_millis(300),
             "{sql}: the document is too small to test cancellation ({whole:?})"
         );
+        let timeout = (whole / 10).max(Duration::from_millis(20));
         for call in CALLS {
             let sql = format!("SELECT {call} FROM docs WHERE name OPERATOR(pg_catalog.=) '{name}'");
-            db.batch_execute(&format!("SET statement_timeout = {TIMEOUT_MS}"))
+            db.batch_execute(&format!("SET statement_timeout = {}", timeout.as_millis()))
                 .expect("timeout");
             let (result, cut) = timed(&mut db, &sql);
             db.batch_execute("RESET statement_timeout").expect("reset");
@@ -93,7 +93,7 @@ fn statement_timeout_cancels_canonicalization() {
             let err = result.expect_err("cancelled");
             assert_eq!(sqlstate(&err), "57014", "{sql}: {err}");
             assert!(
-                cut < Duration::from_millis(TIMEOUT_MS) + GRACE,
+                cut < whole / 2,
                 "{sql}: cancelled after {cut:?} (the whole call takes {whole:?})"
             );
         }

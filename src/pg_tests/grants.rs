@@ -43,6 +43,10 @@ const CALLS: &[(&str, &str, &[&str])] = &[
     ("idem_retryable", "SELECT idem_retryable('40001')", &["app", "publisher", "upkeep", "monitor", "none"]),
     ("idem_version", "SELECT idem_version()", &["app", "publisher", "upkeep", "monitor", "none"]),
     ("idem_grant_statements", "SELECT idem_grant_statements('app')", &["app", "publisher", "upkeep", "monitor", "none"]),
+    ("idem_http_headers", "SELECT idem_http_headers()", &["app", "publisher", "upkeep", "monitor", "none"]),
+    ("idem_http_response", "SELECT idem_http_response(201, '{}', 'x')", &["app", "publisher", "upkeep", "monitor", "none"]),
+    ("idem_http_replay", "SELECT idem_http_replay(NULL::idem_claim_result)", &["app", "publisher", "upkeep", "monitor", "none"]),
+    ("idem_http_fail", "SELECT idem_http_fail('g', 'none', idem_http_response(400, '{}', 'x'))", &["app", "upkeep"]),
     // Granting needs the grant option on the objects: only their owner has it.
     ("idem_grant", "SELECT idem_grant('grants_none', 'app')", &[]),
     ("idem_revoke", "SELECT idem_revoke('grants_none', 'app')", &[]),
