@@ -53,17 +53,26 @@ fn terminate_workers(server: &Server, rng: &mut Rng, chaos: &Chaos) {
         _ => &["idempotency launcher", "idempotency maintenance"],
     };
     for kind in which {
-        if let Ok(row) = admin.query_one(
-            "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) FROM pg_stat_activity \
-             WHERE backend_type = $1",
-            &[kind],
-        ) {
-            let n = row.get::<_, i64>(0) as u64;
+        // A maintenance worker lives for one round only: watch for it for up to 2 s.
+        let until = Instant::now() + Duration::from_secs(2);
+        loop {
+            let n = admin
+                .query_one(
+                    "SELECT count(*) FILTER (WHERE pg_terminate_backend(pid)) \
+                     FROM pg_stat_activity WHERE backend_type = $1",
+                    &[kind],
+                )
+                .map(|row| row.get::<_, i64>(0) as u64)
+                .unwrap_or(0);
             if kind.ends_with("launcher") {
                 add(&chaos.launcher_terminations, n);
             } else {
                 add(&chaos.worker_terminations, n);
             }
+            if n > 0 || Instant::now() >= until {
+                break;
+            }
+            std::thread::sleep(Duration::from_millis(20));
         }
     }
 }

@@ -15,9 +15,9 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use faults::audit::{audit, crashes, drive_to_completion, wait_no_processing};
+use faults::chosen_major;
 use faults::server::Server;
 use faults::workload::{Conn, Rng, SCHEMA, SCOPE, Stats, Workflow, get, request, session};
-use faults::chosen_major;
 
 /// One pair at a time: the machine is shared.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -40,9 +40,10 @@ fn count(server: &Server, sql: &str) -> i64 {
         .get(0)
 }
 
-/// A primary (with `primary_conf`) and its streaming hot standby, both running.
-fn pair(primary_conf: &str) -> (Server, Server) {
-    let primary = Server::init("primary", primary_conf);
+/// A primary and its streaming hot standby, both running; `synchronous` makes the standby
+/// synchronous (once it streams: before, a commit would wait for it).
+fn pair(synchronous: bool) -> (Server, Server) {
+    let primary = Server::init("primary", "synchronous_commit = on\n");
     primary.start();
     primary
         .connect("postgres")
@@ -62,6 +63,22 @@ fn pair(primary_conf: &str) -> (Server, Server) {
             "SELECT count(*) FROM pg_stat_replication WHERE state = 'streaming'",
         ) == 1
     });
+    if synchronous {
+        let mut db = primary.connect("chaos");
+        db.batch_execute("ALTER SYSTEM SET synchronous_standby_names = '*'")
+            .expect("alter system");
+        db.batch_execute("SELECT pg_reload_conf()").expect("reload");
+        wait_for(
+            "the standby is synchronous",
+            Duration::from_secs(30),
+            || {
+                count(
+                    &primary,
+                    "SELECT count(*) FROM pg_stat_replication WHERE sync_state = 'sync'",
+                ) == 1
+            },
+        );
+    }
     (primary, standby)
 }
 
@@ -84,15 +101,25 @@ fn caught_up(primary: &Server, standby: &Server) {
 
 /// Requests on the primary, then replays of them on the standby: the stored answer, no
 /// transaction id, no maintenance worker there. Returns what the clients were told.
-fn replays_on_standby(primary: &Server, standby: &Server) -> HashMap<String, faults::workload::Answer> {
+fn replays_on_standby(
+    primary: &Server,
+    standby: &Server,
+) -> HashMap<String, faults::workload::Answer> {
     let stats = Arc::new(Stats::default());
     let mut conn = Conn::new(&[primary.port], stats.clone());
     let mut rng = Rng::new(3);
     for i in 0..30 {
         let workflow = [Workflow::OneTx, Workflow::TwoTx, Workflow::Call][i % 3];
         let give_up = Instant::now() + Duration::from_secs(30);
-        request(&mut conn, &stats, &format!("r{i}"), workflow, &mut rng, give_up)
-            .expect("a request on the primary");
+        request(
+            &mut conn,
+            &stats,
+            &format!("r{i}"),
+            workflow,
+            &mut rng,
+            give_up,
+        )
+        .expect("a request on the primary");
     }
     assert!(stats.unexpected.lock().expect("unexpected").is_empty());
     let acked = stats.acked.lock().expect("acked").clone();
@@ -146,7 +173,10 @@ fn replays_on_standby(primary: &Server, standby: &Server) -> HashMap<String, fau
     // No maintenance on a standby, while the primary has its launcher.
     for _ in 0..10 {
         assert_eq!(
-            count(standby, &format!("SELECT count(*) FROM pg_stat_activity WHERE {WORKERS}")),
+            count(
+                standby,
+                &format!("SELECT count(*) FROM pg_stat_activity WHERE {WORKERS}")
+            ),
             0,
             "a maintenance process runs on the standby"
         );
@@ -164,25 +194,31 @@ fn replays_on_standby(primary: &Server, standby: &Server) -> HashMap<String, fau
 /// The maintenance worker runs on the promoted server: its launcher appears and a stale lease
 /// committed there is reclaimed.
 fn maintenance_runs_on(server: &Server) {
-    wait_for("the launcher on the promoted server", Duration::from_secs(20), || {
-        count(
-            server,
-            "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idempotency launcher'",
-        ) == 1
-    });
+    wait_for(
+        "the launcher on the promoted server",
+        Duration::from_secs(20),
+        || {
+            count(
+                server,
+                "SELECT count(*) FROM pg_stat_activity WHERE backend_type = 'idempotency launcher'",
+            ) == 1
+        },
+    );
     server
         .connect("chaos")
-        .batch_execute(
-            "SELECT idem_claim('probe', 'stale', 'h', lease => '100 milliseconds')",
-        )
+        .batch_execute("SELECT idem_claim('probe', 'stale', 'h', lease => '100 milliseconds')")
         .expect("a claim on the promoted server");
-    wait_for("a reclaim on the promoted server", Duration::from_secs(20), || {
-        count(
-            server,
-            "SELECT count(*) FROM idempotency.requests WHERE scope = 'probe' \
+    wait_for(
+        "a reclaim on the promoted server",
+        Duration::from_secs(20),
+        || {
+            count(
+                server,
+                "SELECT count(*) FROM idempotency.requests WHERE scope = 'probe' \
              AND status = 'failed_retryable'",
-        ) == 1
-    });
+            ) == 1
+        },
+    );
 }
 
 fn no_crashes(servers: &[&Server]) {
@@ -198,7 +234,7 @@ fn failover_synchronous_loses_nothing_acknowledged() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (primary, standby) = pair("synchronous_standby_names = '*'\nsynchronous_commit = on\n");
+    let (primary, standby) = pair(true);
     let before = replays_on_standby(&primary, &standby);
 
     // Load on whichever server accepts writes; the primary dies in the middle of it.
@@ -212,7 +248,15 @@ fn failover_synchronous_loses_nothing_acknowledged() {
                 let (ports, stats, next_key, stop) =
                     (ports.clone(), stats.clone(), next_key.clone(), stop.clone());
                 s.spawn(move || {
-                    session(ports, stats, next_key, "f".into(), stop, 100 + i, Duration::from_secs(60))
+                    session(
+                        ports,
+                        stats,
+                        next_key,
+                        "f".into(),
+                        stop,
+                        100 + i,
+                        Duration::from_secs(60),
+                    )
                 })
             })
             .collect();
@@ -262,7 +306,7 @@ fn failover_asynchronous_loses_effect_and_record_together() {
         return;
     }
     let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
-    let (primary, standby) = pair("synchronous_commit = on\n");
+    let (primary, standby) = pair(false);
     let before = replays_on_standby(&primary, &standby);
 
     // The standby falls behind (its WAL receiver stopped), as an asynchronous one may at any
@@ -270,7 +314,8 @@ fn failover_asynchronous_loses_effect_and_record_together() {
     let mut sdb = standby.connect("chaos");
     sdb.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
         .expect("alter system");
-    sdb.batch_execute("SELECT pg_reload_conf()").expect("reload");
+    sdb.batch_execute("SELECT pg_reload_conf()")
+        .expect("reload");
     wait_for("the standby disconnects", Duration::from_secs(30), || {
         count(&primary, "SELECT count(*) FROM pg_stat_replication") == 0
     });
@@ -307,7 +352,11 @@ fn failover_asynchronous_loses_effect_and_record_together() {
          after promotion {records} records and {effects} effects of them remain",
         lost_keys.len()
     );
-    assert_eq!((records, effects), (0, 0), "an effect without its record, or the reverse");
+    assert_eq!(
+        (records, effects),
+        (0, 0),
+        "an effect without its record, or the reverse"
+    );
     let keys: Vec<String> = before.keys().cloned().collect();
     let report = audit(&mut db, &keys, &before);
     assert!(report.clean(), "replicated work lost: {report:?}");

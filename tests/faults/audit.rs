@@ -83,11 +83,14 @@ pub fn audit(db: &mut Client, keys: &[String], acked: &HashMap<String, Answer>) 
         let status = records.get(key).map(|r| r.0.as_str());
         if status != Some("succeeded") {
             a.orphans += list.len();
-            a.problems
-                .push(format!("{key}: {} effect(s), record {status:?}", list.len()));
+            a.problems.push(format!(
+                "{key}: {} effect(s), record {status:?}",
+                list.len()
+            ));
         } else if list.len() > 1 {
             a.duplicates += list.len() - 1;
-            a.problems.push(format!("{key}: {} effects {list:?}", list.len()));
+            a.problems
+                .push(format!("{key}: {} effects {list:?}", list.len()));
         }
     }
     for key in keys {
@@ -105,7 +108,8 @@ pub fn audit(db: &mut Client, keys: &[String], acked: &HashMap<String, Answer>) 
         let list = effects.get(key).map(Vec::as_slice).unwrap_or(&[]);
         let Some(first) = list.first() else {
             a.lost += 1;
-            a.problems.push(format!("{key}: succeeded without an effect"));
+            a.problems
+                .push(format!("{key}: succeeded without an effect"));
             continue;
         };
         if *stored != Some(*first) || *attempt != first.attempt {
@@ -117,8 +121,9 @@ pub fn audit(db: &mut Client, keys: &[String], acked: &HashMap<String, Answer>) 
         if let Some(told) = acked.get(key) {
             if Some(*told) != *stored {
                 a.lost += 1;
-                a.problems
-                    .push(format!("{key}: client was told {told:?}, record has {stored:?}"));
+                a.problems.push(format!(
+                    "{key}: client was told {told:?}, record has {stored:?}"
+                ));
             }
         }
     }

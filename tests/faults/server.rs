@@ -42,7 +42,9 @@ fn run(cmd: &mut Command, what: &str) {
 fn chown(path: &Path) {
     if is_root() {
         run(
-            Command::new("chown").args(["-R", "postgres:postgres"]).arg(path),
+            Command::new("chown")
+                .args(["-R", "postgres:postgres"])
+                .arg(path),
             "chown",
         );
     }
@@ -129,7 +131,12 @@ impl Server {
             "pg_basebackup",
         );
         let _ = std::fs::remove_file(server.datadir.join("server.log"));
-        server.write_conf(extra);
+        // Our own conninfo rather than the one -R writes: that one is spelled for the libpq of
+        // pg_basebackup, which may be newer than the server's (unknown options are FATAL).
+        server.write_conf(&format!(
+            "primary_conninfo = 'host=127.0.0.1 port={} user=postgres application_name={name}'\n{extra}",
+            primary.port
+        ));
         server.watchdog();
         server
     }
@@ -156,7 +163,10 @@ impl Server {
 
     /// `pg_ctl restart -m immediate`: every process is killed, then crash recovery.
     pub fn restart_immediate(&self) {
-        self.pg_ctl(&["-m", "immediate", "restart"], "pg_ctl restart -m immediate");
+        self.pg_ctl(
+            &["-m", "immediate", "restart"],
+            "pg_ctl restart -m immediate",
+        );
     }
 
     pub fn stop_immediate(&self) {

@@ -184,7 +184,11 @@ fn claim_row(
         (Some(attempt), Some(effect)) => Some(Answer { attempt, effect }),
         _ => None,
     };
-    Ok((row.get(0), row.get::<_, Option<i32>>(1).unwrap_or(0), answer))
+    Ok((
+        row.get(0),
+        row.get::<_, Option<i32>>(1).unwrap_or(0),
+        answer,
+    ))
 }
 
 impl Stats {
