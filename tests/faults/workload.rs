@@ -350,7 +350,8 @@ fn on_error(conn: &mut Conn, stats: &Stats, key: &str, err: &postgres::Error) {
         Some("P4029") => add(&stats.busy, 1),
         Some(c) if c == "40001" || c == "40P01" => add(&stats.busy, 1),
         Some(c) => {
-            stats.unexpected(format!("{key}: {c} {err}"));
+            let message = err.as_db_error().map(|e| e.message()).unwrap_or_default();
+            stats.unexpected(format!("{key}: {c} {message}"));
             std::thread::sleep(Duration::from_millis(50));
         }
     }
