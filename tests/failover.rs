@@ -191,6 +191,18 @@ fn replays_on_standby(
     acked
 }
 
+/// Stops the standby's WAL receiver (as a network partition would).
+fn disconnect(primary: &Server, standby: &Server) {
+    let mut sdb = standby.connect("chaos");
+    sdb.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
+        .expect("alter system");
+    sdb.batch_execute("SELECT pg_reload_conf()")
+        .expect("reload");
+    wait_for("the standby disconnects", Duration::from_secs(30), || {
+        count(primary, "SELECT count(*) FROM pg_stat_replication") == 0
+    });
+}
+
 /// The maintenance worker runs on the promoted server: its launcher appears and a stale lease
 /// committed there is reclaimed.
 fn maintenance_runs_on(server: &Server) {
@@ -260,9 +272,12 @@ fn failover_synchronous_loses_nothing_acknowledged() {
                 })
             })
             .collect();
-        std::thread::sleep(Duration::from_secs(4));
+        std::thread::sleep(Duration::from_secs(3));
+        // The standby stops receiving: from now on the primary commits locally but
+        // acknowledges nothing; those commits wait for the standby.
+        disconnect(&primary, &standby);
+        std::thread::sleep(Duration::from_secs(2));
         primary.stop_immediate();
-        std::thread::sleep(Duration::from_millis(500));
         standby.promote();
         std::thread::sleep(Duration::from_secs(4));
         stop.store(true, Relaxed);
@@ -297,6 +312,52 @@ fn failover_synchronous_loses_nothing_acknowledged() {
     assert_eq!(left, 0, "records left processing");
     assert!(unexpected.is_empty(), "{unexpected:?}");
     assert!(get(&stats.reconnects) > 8, "the clients did not fail over");
+
+    // The old primary, started again on its own, holds the commits that were waiting for the
+    // standby when it died: committed there, never acknowledged, not on the promoted server.
+    // No client was told about them; their requests were retried and applied once there.
+    primary.start();
+    let promoted: std::collections::HashSet<(i64, String)> = db
+        .query("SELECT id, key FROM effects", &[])
+        .expect("effects")
+        .iter()
+        .map(|r| (r.get(0), r.get(1)))
+        .collect();
+    let diverged: Vec<(i64, String, i32)> = primary
+        .connect("chaos")
+        .query("SELECT id, key, attempt FROM effects", &[])
+        .expect("effects of the old primary")
+        .iter()
+        .map(|r| {
+            (
+                r.get::<_, i64>(0),
+                r.get::<_, String>(1),
+                r.get::<_, i32>(2),
+            )
+        })
+        .filter(|(id, key, _)| !promoted.contains(&(*id, key.clone())))
+        .collect();
+    println!(
+        "synchronous failover: {} transactions had committed on the old primary without being \
+         acknowledged; their requests were retried on the promoted server",
+        diverged.len()
+    );
+    assert!(
+        !diverged.is_empty(),
+        "no commit was waiting for the standby"
+    );
+    for (id, key, attempt) in &diverged {
+        let told = acked.get(key).copied();
+        assert_ne!(
+            told,
+            Some(faults::workload::Answer {
+                attempt: *attempt,
+                effect: *id
+            }),
+            "{key}: a client was told about a commit the standby never had"
+        );
+        assert!(told.is_some(), "{key}: not retried to its outcome");
+    }
     no_crashes(&[&primary, &standby]);
 }
 
@@ -311,14 +372,7 @@ fn failover_asynchronous_loses_effect_and_record_together() {
 
     // The standby falls behind (its WAL receiver stopped), as an asynchronous one may at any
     // moment; the primary acknowledges work that it never receives, then dies.
-    let mut sdb = standby.connect("chaos");
-    sdb.batch_execute("ALTER SYSTEM SET primary_conninfo = ''")
-        .expect("alter system");
-    sdb.batch_execute("SELECT pg_reload_conf()")
-        .expect("reload");
-    wait_for("the standby disconnects", Duration::from_secs(30), || {
-        count(&primary, "SELECT count(*) FROM pg_stat_replication") == 0
-    });
+    disconnect(&primary, &standby);
     let stats = Arc::new(Stats::default());
     let mut conn = Conn::new(&[primary.port], stats.clone());
     let mut rng = Rng::new(5);
