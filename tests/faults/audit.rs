@@ -118,13 +118,13 @@ pub fn audit(db: &mut Client, keys: &[String], acked: &HashMap<String, Answer>) 
                 "{key}: record attempt {attempt}, response {stored:?}, effect {first:?}"
             ));
         }
-        if let Some(told) = acked.get(key) {
-            if Some(*told) != *stored {
-                a.lost += 1;
-                a.problems.push(format!(
-                    "{key}: client was told {told:?}, record has {stored:?}"
-                ));
-            }
+        if let Some(told) = acked.get(key)
+            && Some(*told) != *stored
+        {
+            a.lost += 1;
+            a.problems.push(format!(
+                "{key}: client was told {told:?}, record has {stored:?}"
+            ));
         }
     }
     a

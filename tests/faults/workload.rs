@@ -380,14 +380,14 @@ pub fn request(
         };
         match step {
             Ok(Step::Done(answer)) => {
-                if let Ok(mut acked) = stats.acked.lock() {
-                    if let Some(before) = acked.insert(key.to_string(), answer) {
-                        if before != answer {
-                            stats.unexpected(format!(
-                                "{key}: told {before:?} before, now {answer:?}"
-                            ));
-                        }
-                    }
+                let before = match stats.acked.lock() {
+                    Ok(mut acked) => acked.insert(key.to_string(), answer),
+                    Err(_) => None,
+                };
+                if let Some(before) = before
+                    && before != answer
+                {
+                    stats.unexpected(format!("{key}: told {before:?} before, now {answer:?}"));
                 }
                 return Some(answer);
             }
