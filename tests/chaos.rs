@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 
 use faults::audit::{audit, crashes, drive_to_completion, wait_no_processing};
 use faults::server::Server;
-use faults::workload::{Rng, SCHEMA, SHORT_LEASE, Stats, add, get, session};
+use faults::workload::{Rng, SCHEMA, SCOPE, SHORT_LEASE, Stats, add, get, request_of, session};
 use faults::{chosen_major, env_u64};
 
 const NAPTIME_MS: u64 = 500;
@@ -166,7 +166,7 @@ fn chaos_audit() {
     let next_key = Arc::new(AtomicU64::new(0));
     let ports = vec![server.port];
     let started = Instant::now();
-    let stopped_at = std::thread::scope(|s| {
+    std::thread::scope(|s| {
         let clients: Vec<_> = (0..sessions)
             .map(|i| {
                 let (ports, stats, next_key, stop) =
@@ -191,13 +191,37 @@ fn chaos_audit() {
         for c in clients {
             c.join().expect("client session");
         }
-        Instant::now()
     });
     let load_secs = started.elapsed().as_secs_f64();
 
-    // No record is left processing beyond its lease + a launcher restart (5 s) + a worker round.
+    // The claims abandoned at the end are reclaimed by the worker: no record is left
+    // processing beyond its lease + a launcher restart (5 s, if the driver had just terminated
+    // it) + a worker round, + 5 s of slack for a loaded machine (the time it took is printed).
     let mut db = server.connect("chaos");
-    // (+ 5 s of slack for a loaded machine; the time it took is printed).
+    // Plus claims that nobody will ever complete: the first transaction of the two-transaction
+    // workflow, whose clients went away.
+    for i in 0..8 {
+        let key = format!("gone{i}");
+        db.execute(
+            "SELECT idem_claim($1, $2, idem_hash($3::text::jsonb), lease => $4::text::interval)",
+            &[
+                &SCOPE,
+                &key,
+                &request_of(&key),
+                &format!("{} ms", SHORT_LEASE.as_millis()),
+            ],
+        )
+        .expect("a claim left behind");
+        stats.keys.lock().expect("keys").insert(key);
+    }
+    let stopped_at = Instant::now();
+    let abandoned: i64 = db
+        .query_one(
+            "SELECT count(*) FROM idempotency.requests WHERE status = 'processing'",
+            &[],
+        )
+        .expect("count processing")
+        .get(0);
     let limit = SHORT_LEASE
         + Duration::from_secs(5)
         + Duration::from_millis(NAPTIME_MS)
@@ -235,7 +259,8 @@ fn chaos_audit() {
          lost                {}\n\
          orphan effects      {}\n\
          attempt mismatches  {}\n\
-         left processing     {left_processing} (none after {cleared_after:.1} s)\n\
+         abandoned requests  {} when the load ended; {abandoned} claims processing (8 left by the test); \
+         {left_processing} left {cleared_after:.1} s later\n\
          unexpected errors   {}\n\
          crashes in the log  {}",
         get(&stats.requests),
@@ -259,6 +284,7 @@ fn chaos_audit() {
         report.lost,
         report.orphans,
         report.mismatched,
+        get(&stats.abandoned),
         unexpected.len(),
         crashed.len(),
     );
@@ -290,4 +316,5 @@ fn chaos_audit() {
     assert!(get(&chaos.sigkills) >= 1, "no SIGKILL was sent");
     assert!(get(&chaos.restarts) >= 1, "no immediate restart");
     assert!(report.succeeded > 0 && get(&stats.replays) > 0);
+    assert!(get(&stats.fenced) > 0, "no late completion was fenced off");
 }

@@ -118,6 +118,7 @@ fn replays_on_standby(
             workflow,
             &mut rng,
             give_up,
+            &AtomicBool::new(false),
         )
         .expect("a request on the primary");
     }
@@ -380,8 +381,16 @@ fn failover_asynchronous_loses_effect_and_record_together() {
     for (i, key) in lost_keys.iter().enumerate() {
         let workflow = [Workflow::OneTx, Workflow::TwoTx, Workflow::Call][i % 3];
         let give_up = Instant::now() + Duration::from_secs(30);
-        request(&mut conn, &stats, key, workflow, &mut rng, give_up)
-            .expect("acknowledged by the primary");
+        request(
+            &mut conn,
+            &stats,
+            key,
+            workflow,
+            &mut rng,
+            give_up,
+            &AtomicBool::new(false),
+        )
+        .expect("acknowledged by the primary");
     }
     drop(conn);
     primary.stop_immediate();

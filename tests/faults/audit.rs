@@ -3,6 +3,7 @@
 
 use std::collections::HashMap;
 use std::sync::Arc;
+use std::sync::atomic::AtomicBool;
 use std::time::{Duration, Instant};
 
 use postgres::Client;
@@ -43,7 +44,15 @@ pub fn drive_to_completion(ports: &[u16], stats: &Arc<Stats>, keys: &[String]) {
     let mut rng = Rng::new(1);
     for key in keys {
         let give_up = Instant::now() + Duration::from_secs(60);
-        request(&mut conn, stats, key, Workflow::OneTx, &mut rng, give_up);
+        request(
+            &mut conn,
+            stats,
+            key,
+            Workflow::OneTx,
+            &mut rng,
+            give_up,
+            &AtomicBool::new(false),
+        );
     }
 }
 

@@ -58,6 +58,8 @@ pub struct Stats {
     pub connection_errors: AtomicU64,
     pub late_sessions: AtomicU64,
     pub unfinished: AtomicU64,
+    /// requests whose client went away when the load ended (the drive completes them)
+    pub abandoned: AtomicU64,
     /// Errors a client should never see (e.g. 23505, XX000), with their SQLSTATE.
     pub unexpected: Mutex<Vec<String>>,
     /// Every key a request was made for, and what its client was told.
@@ -168,6 +170,7 @@ pub enum Workflow {
 enum Step {
     Done(Answer),
     Busy,
+    Abandoned,
 }
 
 fn claim_row(
@@ -263,6 +266,7 @@ fn two_tx(
     stats: &Stats,
     key: &str,
     rng: &mut Rng,
+    stop: &AtomicBool,
 ) -> Result<Step, postgres::Error> {
     let lease = format!("{} milliseconds", SHORT_LEASE.as_millis());
     let (outcome, attempt, answer) = claim_row(client, key, &lease)?;
@@ -279,6 +283,10 @@ fn two_tx(
         std::thread::sleep(SHORT_LEASE + rng.millis(100, 900));
     } else {
         std::thread::sleep(rng.millis(0, 30));
+    }
+    if stop.load(Relaxed) {
+        // The load is over: this client goes away, leaving its claim to the worker.
+        return Ok(Step::Abandoned);
     }
     let mut tx = client.transaction()?;
     let effect: i64 = tx
@@ -358,7 +366,8 @@ fn on_error(conn: &mut Conn, stats: &Stats, key: &str, err: &postgres::Error) {
 }
 
 /// One request, retried with the same key and payload until its outcome is known, or `None`
-/// once `give_up` has passed.
+/// once `give_up` has passed or `stop` is set (the client goes away, possibly between the two
+/// transactions of its workflow, leaving a committed claim to the worker).
 pub fn request(
     conn: &mut Conn,
     stats: &Stats,
@@ -366,16 +375,22 @@ pub fn request(
     workflow: Workflow,
     rng: &mut Rng,
     give_up: Instant,
+    stop: &AtomicBool,
 ) -> Option<Answer> {
     add(&stats.requests, 1);
     if let Ok(mut keys) = stats.keys.lock() {
         keys.insert(key.to_string());
     }
     while Instant::now() < give_up {
+        if stop.load(Relaxed) {
+            // The load is over: the client goes away (the drive completes its key later).
+            add(&stats.abandoned, 1);
+            return None;
+        }
         let Some(client) = conn.get() else { continue };
         let step = match workflow {
             Workflow::OneTx => one_tx(client, stats, key),
-            Workflow::TwoTx => two_tx(client, stats, key, rng),
+            Workflow::TwoTx => two_tx(client, stats, key, rng, stop),
             Workflow::Call => call(client, stats, key),
         };
         match step {
@@ -392,6 +407,10 @@ pub fn request(
                 return Some(answer);
             }
             Ok(Step::Busy) => std::thread::sleep(rng.millis(10, 60)),
+            Ok(Step::Abandoned) => {
+                add(&stats.abandoned, 1);
+                return None;
+            }
             Err(e) => on_error(conn, stats, key, &e),
         }
     }
@@ -425,8 +444,7 @@ pub fn session(
             40..75 => Workflow::TwoTx,
             _ => Workflow::Call,
         };
-        // The request in flight when the load stops is still seen through.
         let give_up = Instant::now() + finish_within;
-        request(&mut conn, &stats, &key, workflow, &mut rng, give_up);
+        request(&mut conn, &stats, &key, workflow, &mut rng, give_up, &stop);
     }
 }
