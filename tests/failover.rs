@@ -277,6 +277,23 @@ fn failover_synchronous_loses_nothing_acknowledged() {
         // The standby stops receiving: from now on the primary commits locally but
         // acknowledges nothing; those commits wait for the standby.
         disconnect(&primary, &standby);
+        // At least one request certainly commits now (a new key, one transaction).
+        let (waiter_stats, waiter_stop) = (stats.clone(), stop.clone());
+        let waiter_ports = ports.clone();
+        let waiter = s.spawn(move || {
+            let mut conn = Conn::new(&waiter_ports, waiter_stats.clone());
+            let give_up = Instant::now() + Duration::from_secs(60);
+            let mut rng = Rng::new(9);
+            request(
+                &mut conn,
+                &waiter_stats,
+                "waiting",
+                Workflow::OneTx,
+                &mut rng,
+                give_up,
+                &waiter_stop,
+            );
+        });
         std::thread::sleep(Duration::from_secs(2));
         primary.stop_immediate();
         standby.promote();
@@ -285,6 +302,7 @@ fn failover_synchronous_loses_nothing_acknowledged() {
         for c in clients {
             c.join().expect("client session");
         }
+        waiter.join().expect("the waiting request");
     });
     maintenance_runs_on(&standby);
     let mut db = standby.connect("chaos");
