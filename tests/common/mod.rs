@@ -19,7 +19,7 @@ pub struct Cluster {
     pub bindir: PathBuf,
 }
 
-const MAJOR: &str = if cfg!(feature = "pg13") {
+pub const MAJOR: &str = if cfg!(feature = "pg13") {
     "13"
 } else if cfg!(feature = "pg14") {
     "14"
@@ -52,7 +52,7 @@ pub fn pg_config() -> PathBuf {
         .unwrap_or_else(|| panic!("{wanted} is not in ~/.pgrx/config.toml"))
 }
 
-fn is_root() -> bool {
+pub fn is_root() -> bool {
     Command::new("id")
         .arg("-u")
         .output()
@@ -61,7 +61,7 @@ fn is_root() -> bool {
 }
 
 /// A command run as the server's OS user.
-fn as_server_user(program: &Path) -> Command {
+pub fn as_server_user(program: &Path) -> Command {
     if is_root() {
         let mut cmd = Command::new("runuser");
         cmd.args(["-u", "postgres", "--"]).arg(program);
@@ -71,7 +71,7 @@ fn as_server_user(program: &Path) -> Command {
     }
 }
 
-fn free_port() -> u16 {
+pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
         .map(|a| a.port())
