@@ -89,15 +89,22 @@ for v in "${versions[@]}"; do
     cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
 done
 
-# Suites beyond the per-version matrix, on one version each (see the README's "Tests" table):
-# the packages (.deb and tarball on Debian's own PostgreSQL 15, in a private mount namespace).
-# IDEM_SKIP_EXTRA=1 skips them (e.g. while iterating on one major).
+# Suites beyond the per-version matrix, on one version each (docs/setup.md, "What the test
+# command runs"): the packages (.deb and tarball on Debian's own PostgreSQL 15, in a private
+# mount namespace) and the HTTP adapters with the Prometheus exporter (on 15). The chaos and
+# failover tests are integration tests that run inside the pg16 row. IDEM_SKIP_EXTRA=1 skips
+# the extra suites (e.g. while iterating on one major).
 wants() { [ -z "${IDEM_SKIP_EXTRA:-}" ] && printf '%s\n' "${versions[@]}" | grep -qx "$1"; }
 if wants 15 && [ "$(id -u)" = 0 ] && dpkg-query -W postgresql-15 >/dev/null 2>&1; then
   banner "packages: .deb and tarball on Debian's PostgreSQL 15"
   # A debug build: this checks the packaging; releases use the default (release) profile.
   run_one "packages (pg15)" "$logs/packages.log" \
     env IDEM_PACKAGE_PROFILE=dev bash -c 'scripts/package.sh 15 && scripts/package-test.sh 15'
+fi
+
+if wants 15; then
+  banner "HTTP: Python and Node adapters, example services, Prometheus exporter (pg15)"
+  run_one "http (pg15)" "$logs/http.log" scripts/http-test.sh 15
 fi
 
 total=$((SECONDS - t_all))
