@@ -448,6 +448,9 @@ fn run_thread(index: usize, calls: u64, seed: u64, huge: bool, allowed: &BTreeSe
     let mut tally = Tally::default();
     let mut before: String = admin.query_one(FINGERPRINT, &[]).expect("fingerprint").get(0);
     for n in 0..calls {
+        if n > 0 && n % 50_000 == 0 {
+            eprintln!("sql fuzz: thread {index}: {n} of {calls} calls");
+        }
         if n % 400 == 399 {
             admin
                 .batch_execute(
