@@ -14,23 +14,23 @@ fn rows_of(scope: &str, columns: &str) -> String {
 }
 
 /// A trigger on idempotency.requests (until the test's transaction ends) that notes every
-/// row it sees in `audit`, a temporary table: the table now needs SQL for every write.
+/// row it sees in tests.`audit`: the table now needs SQL for every write.
 fn add_audit_trigger(audit: &str) {
-    run(&format!("CREATE TEMP TABLE {audit} (op text, scope text, key text)"));
+    run(&format!("CREATE TABLE tests.{audit} (op text, scope text, key text)"));
     run(&format!(
-        "CREATE FUNCTION pg_temp.{audit}_fn() RETURNS trigger LANGUAGE plpgsql AS \
-         $$ BEGIN INSERT INTO pg_temp.{audit} VALUES (TG_OP, NEW.scope, NEW.key); RETURN NEW; END $$"
+        "CREATE FUNCTION tests.{audit}_fn() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO tests.{audit} VALUES (TG_OP, NEW.scope, NEW.key); RETURN NEW; END $$"
     ));
     run(&format!(
         "CREATE TRIGGER {audit} AFTER INSERT OR UPDATE ON idempotency.requests \
-         FOR EACH ROW EXECUTE FUNCTION pg_temp.{audit}_fn()"
+         FOR EACH ROW EXECUTE FUNCTION tests.{audit}_fn()"
     ));
 }
 
 /// What the audit trigger saw for `scope`: "op:key ..." in order of arrival.
 fn audited(audit: &str, scope: &str) -> String {
     one::<String>(&format!(
-        "SELECT coalesce(string_agg(op || ':' || key, ' ' ORDER BY ctid), '') FROM pg_temp.{audit} \
+        "SELECT coalesce(string_agg(op || ':' || key, ' ' ORDER BY ctid), '') FROM tests.{audit} \
          WHERE scope = {}",
         pgrx::spi::quote_literal(scope)
     ))
@@ -135,18 +135,13 @@ fn holds_key_lock(scope: &str, key: &str) -> bool {
 }
 
 /// Mutation `lock-key-swapped` (survivor 5): the lock a new claim holds is the one documented,
-/// `idem_lock_key(scope, key)` (docs/security.md), on the direct path and through SQL.
+/// `idem_lock_key(scope, key)` (docs/security.md).
 #[pg_test]
 fn a_new_claim_holds_the_documented_key_lock() {
     assert_eq!(claim("guard_lock_scope", "guard-lock-key", "h").0, "new_claim");
     assert!(holds_key_lock("guard_lock_scope", "guard-lock-key"));
     assert!(!holds_key_lock("guard-lock-key", "guard_lock_scope"));
-    // Through SQL (a trigger makes the table need it).
-    add_audit_trigger("guard_lock_audit");
-    assert_eq!(claim("guard_lock_sql", "another-key", "h").0, "new_claim");
-    assert_eq!(audited("guard_lock_audit", "guard_lock_sql"), "INSERT:another-key");
-    assert!(holds_key_lock("guard_lock_sql", "another-key"));
-    assert!(!holds_key_lock("another-key", "guard_lock_sql"));
+    // Through SQL: in a_user_trigger_fires_for_every_write.
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -216,18 +211,25 @@ fn finish_with_expiries(s: &str) {
     );
 }
 
-/// Mutations `finish-expiry-greatest`, `finish-expiry-kept` (direct path) and
-/// `complete-sql-greatest`, `fail-sql-greatest` (SQL): finishing sets
+/// Mutations `finish-expiry-greatest`, `finish-expiry-kept`: finishing directly sets
 /// `expires_at = GREATEST(expires_at, now() + retention)`.
 #[pg_test]
 fn finishing_extends_expiry_but_never_shortens_it() {
     finish_with_expiries("guard_expiry_direct");
+}
+
+/// Mutations `complete-sql-greatest`, `fail-sql-greatest`, `trigger-fallback`: the same through
+/// SQL (a user trigger on the table).
+// Tests that add a trigger do it first: its lock (SHARE ROW EXCLUSIVE) waits for every
+// concurrent test's claims, so it must not wait while holding a claim's lock itself.
+#[pg_test]
+fn finishing_through_sql_extends_expiry_but_never_shortens_it() {
     add_audit_trigger("guard_expiry_audit");
     finish_with_expiries("guard_expiry_sql");
     // The second round went through SQL: the trigger saw the 5 inserts, the 5 updates of the
     // expiries, and the 5 finishing updates.
     assert_eq!(
-        one::<i64>("SELECT count(*) FROM pg_temp.guard_expiry_audit WHERE scope = 'guard_expiry_sql'"),
+        one::<i64>("SELECT count(*) FROM tests.guard_expiry_audit WHERE scope = 'guard_expiry_sql'"),
         Some(15)
     );
 }
@@ -272,7 +274,7 @@ fn reclaim_waits_out_the_grace() {
     );
 }
 
-/// Mutations `trigger-fallback`, `fail-sql-retryable`: with a user trigger on the table, every
+/// Mutations `trigger-fallback`, `fail-sql-retryable`, `lock-key-swapped`: with a user trigger on the table, every
 /// write of the protocol goes through SQL, so the trigger fires, and the SQL statements do
 /// what the direct writes do.
 #[pg_test]
@@ -280,6 +282,9 @@ fn a_user_trigger_fires_for_every_write() {
     let s = "guard_trigger";
     add_audit_trigger("guard_trigger_audit");
     claim(s, "done", "h");
+    // The SQL path takes the documented key lock too (lock-key-swapped).
+    assert!(holds_key_lock(s, "done"));
+    assert!(!holds_key_lock("done", s));
     run(r#"SELECT idem_complete('guard_trigger', 'done', '{"ok": true}')"#);
     claim(s, "final", "h");
     run("SELECT idem_fail('guard_trigger', 'final', false, 'E', 'no')");
