@@ -74,7 +74,8 @@ printf '#!/bin/sh\nexit 0\n' >"$noop" && chmod +x "$noop"
 # As `cargo pgrx test` sets them for the harness (cargo-pgrx's command/test.rs).
 test_env=(env -u RUST_BACKTRACE CARGO_PGRX="$noop" PGRX_FEATURES="$FEATURES"
   PGRX_NO_DEFAULT_FEATURES=true PGRX_ALL_FEATURES=false PGRX_BUILD_PROFILE=dev PGRX_NO_SCHEMA=false
-  CARGO_PGRX_TEST_PGDATA="$PGDATA_DIR" IDEM_PG_MAJOR=$MAJOR IDEM_PG_CONFIG="$PG_CONFIG")
+  CARGO_PGRX_TEST_PGDATA="$PGDATA_DIR" CARGO_MANIFEST_DIR="$repo" USER="${USER:-$(id -un)}"
+  IDEM_PG_MAJOR=$MAJOR IDEM_PG_CONFIG="$PG_CONFIG")
 [ "$(id -u)" = 0 ] && test_env+=(CARGO_PGRX_TEST_RUNAS="$RUNAS")
 # As cargo-pgrx builds the extension (command/install.rs), so that its artifacts are reused.
 gc_config='target.'"'"'cfg(all(target_family = "unix", not(target_os = "macos")))'"'"'.rustflags = ["-C", "link-arg=-Wl,--no-gc-sections"]'
