@@ -136,7 +136,8 @@ run_tests() { # "SPEC ..." LOG
     case "$item" in
       pg:*) pg+=("${item#pg:}") ;;
       it:*) item=${item#it:}; bin=${item%%:*}; filter=${item#"$bin"}; filter=${filter#:}
-        its[$bin]="${its[$bin]:-} ${filter:-.}" ;;
+        # An empty filter ("it:BINARY") runs every test of the binary.
+        if [ -z "$filter" ] || [ "${its[$bin]-x}" = "" ]; then its[$bin]=""; else its[$bin]="${its[$bin]:-} $filter"; fi ;;
       *) echo "mutants: bad test spec $item" >&2; exit 2 ;;
     esac
   done
@@ -161,7 +162,7 @@ run_tests() { # "SPEC ..." LOG
   if [ ${#pg[@]} -gt 0 ]; then verdicts+=("$(run_one "${BIN[lib]}" "${pg[@]}")"); fi
   for bin in "${!its[@]}"; do
     [ -n "${BIN[$bin]:-}" ] || { echo "mutants: no test binary tests/$bin.rs" >&2; exit 2; }
-    # shellcheck disable=SC2086 # filters are words; "." matches every test name
+    # shellcheck disable=SC2086 # filters are words (none: every test)
     verdicts+=("$(run_one "${BIN[$bin]}" ${its[$bin]})")
   done
   local v
