@@ -81,11 +81,15 @@ test_env=(env -u RUST_BACKTRACE CARGO_PGRX="$noop" PGRX_FEATURES="$FEATURES"
 gc_config='target.'"'"'cfg(all(target_family = "unix", not(target_os = "macos")))'"'"'.rustflags = ["-C", "link-arg=-Wl,--no-gc-sections"]'
 
 # --- restoring the source ---------------------------------------------------------------------
+# Checksums of every file a mutation edits, checked again at the end.
+sums=$(apply list | cut -f3 | tr ' ' '\n' | sort -u | xargs sha256sum)
 backup=$(mktemp -d)
 backed=()
 restore() {
   local f
-  for f in "${backed[@]}"; do cp -p "$backup/$(echo "$f" | tr / %)" "$f"; done
+  # A fresh mtime (no cp -p): cargo must see the file changed again, or it keeps the mutated
+  # build of a crate that no later mutation touches (crates/idem-canonical, at the end).
+  for f in "${backed[@]}"; do cp "$backup/$(echo "$f" | tr / %)" "$f" && touch "$f"; done
   backed=()
 }
 cleanup() { restore; rm -rf "$backup"; }
@@ -95,7 +99,7 @@ trap 'echo "mutants: interrupted; source restored" >&2; exit 130' INT TERM
 mutate() { # NAME -> its files backed up, its edits applied
   local f
   for f in $(apply list | awk -F'\t' -v n="$1" '$1 == n {print $3}'); do
-    cp -p "$f" "$backup/$(echo "$f" | tr / %)"
+    cp "$f" "$backup/$(echo "$f" | tr / %)"
     backed+=("$f")
   done
   apply apply "$1"
@@ -219,6 +223,8 @@ done
 
 echo "mutants: installing the unmutated library again"
 build_library "$logs/_restore.log" || echo "mutants: WARNING: could not rebuild the unmutated library (see $logs/_restore.log)" >&2
+
+sha256sum --quiet -c - <<<"$sums" || { echo "mutants: the source was not restored (above)" >&2; exit 2; }
 
 total=$((caught + survived))
 score=$(awk -v c=$caught -v t=$total 'BEGIN { if (t) printf "%.1f", 100 * c / t; else print "n/a" }')
