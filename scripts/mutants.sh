@@ -29,8 +29,7 @@
 #      the #[pg_test]s run inside Postgres, so the harness built in step 1 runs them against
 #      the mutated library (its own install step is skipped: CARGO_PGRX is a no-op here);
 #   4. the source is restored after each mutation and on any exit (trap), its checksums are
-#      checked at the end, and the unmutated
-#      library is installed again at the end.
+#      checked at the end, and the unmutated library is installed again.
 # Output: a table and a score; the same in Markdown in $CARGO_TARGET_DIR/mutants/results.md,
 # each mutation's log in $CARGO_TARGET_DIR/mutants/logs/. Exit status 0 if every mutation ran
 # and was caught, 1 if some survived, 2 if the campaign could not run as defined.
@@ -44,7 +43,7 @@ apply() { python3 "$here/mutants/apply.py" "$list" "$@"; }
 case "${1:-}" in
   --check) apply check; exit $? ;;
   --list) apply list | column -t -s $'\t'; exit $? ;;
-  -h | --help) sed -n '2,34p' "$0"; exit 0 ;;
+  -h | --help) sed -n '2,35p' "$0"; exit 0 ;;
 esac
 
 apply check >/dev/null || { echo "mutants: the list does not apply to this source (above); fix scripts/mutants/mutations.txt" >&2; exit 2; }
