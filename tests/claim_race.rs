@@ -61,7 +61,10 @@ fn wait_until_paused(observer: &mut Client, pid: i32, pause: i32) {
         if waiting {
             return;
         }
-        assert!(Instant::now() < deadline, "the claim never reached the injection point");
+        assert!(
+            Instant::now() < deadline,
+            "the claim never reached the injection point"
+        );
         thread::sleep(Duration::from_millis(5));
     }
 }
