@@ -172,7 +172,10 @@ DECLARE
     header record;
     hname pg_catalog.text;
 BEGIN
-    IF status IS NULL OR status OPERATOR(pg_catalog.<) 100 OR status OPERATOR(pg_catalog.>) 599 THEN
+    IF status IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'status must not be null';
+    END IF;
+    IF status OPERATOR(pg_catalog.<) 100 OR status OPERATOR(pg_catalog.>) 599 THEN
         RAISE EXCEPTION USING ERRCODE = '22023',
             MESSAGE = pg_catalog.format('HTTP status %s is not between 100 and 599', status);
     END IF;

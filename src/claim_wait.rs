@@ -17,7 +17,9 @@
 //!
 //! `wait => NULL` (the default) or zero is the claim as it always was: one try, no probe.
 
-use pgrx::PgMemoryContexts;
+use std::panic::AssertUnwindSafe;
+
+use pgrx::{PgMemoryContexts, PgTryBuilder};
 use pgrx::pg_sys;
 
 use crate::args;
@@ -78,24 +80,38 @@ pub(crate) fn claim_waiting(args: &ClaimArgs<'_>, wait: Option<i64>) -> Result<(
 }
 
 /// What a claim of `args` would answer now, leaving nothing behind: it runs in a subtransaction
-/// that is rolled back, in `memory`, which is reset afterwards.
+/// that is rolled back, in `memory`, which is reset afterwards. A Postgres error inside (say, a
+/// lease past the timestamp range) rolls the subtransaction back too before it goes on up:
+/// left open, it would leave the session in an aborted subtransaction that nothing ends.
 fn probe(args: &ClaimArgs<'_>, memory: &mut PgMemoryContexts) -> Result<Option<Outcome>> {
-    // SAFETY: the subtransaction is begun and rolled back here, restoring the memory context
-    // and resource owner as PL/pgSQL's exception blocks do; an error raised in between
-    // aborts the whole transaction, which ends the subtransaction too.
-    unsafe {
-        let context = pg_sys::CurrentMemoryContext;
-        let owner = pg_sys::CurrentResourceOwner;
-        pg_sys::BeginInternalSubTransaction(core::ptr::null());
-        // The claim's scans and SPI connection are closed when the closure returns.
-        let outcome =
-            memory.switch_to(|_| claim_held(args).map(|(claimed, _held)| claimed.outcome));
-        pg_sys::RollbackAndReleaseCurrentSubTransaction();
-        pg_sys::MemoryContextSwitchTo(context);
-        pg_sys::CurrentResourceOwner = owner;
-        memory.reset();
-        outcome
-    }
+    // SAFETY: the memory context and resource owner of the caller, restored after the
+    // subtransaction as PL/pgSQL's exception blocks do.
+    let (context, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
+    let end = move || {
+        // SAFETY: ends the subtransaction begun below, then restores the caller's state.
+        unsafe {
+            pg_sys::RollbackAndReleaseCurrentSubTransaction();
+            pg_sys::MemoryContextSwitchTo(context);
+            pg_sys::CurrentResourceOwner = owner;
+        }
+    };
+    // SAFETY: begins the subtransaction that `end` rolls back on every path.
+    unsafe { pg_sys::BeginInternalSubTransaction(core::ptr::null()) };
+    // The claim's scans and SPI connection are closed when the closure returns or unwinds.
+    // AssertUnwindSafe: after an unwind nothing of the closure's state is used again.
+    let outcome = PgTryBuilder::new(AssertUnwindSafe(|| {
+        // SAFETY: `memory` is a live context of this call; the claim's values are not kept.
+        unsafe { memory.switch_to(|_| claim_held(args).map(|(claimed, _held)| claimed.outcome)) }
+    }))
+    .catch_others(|caught| {
+        end();
+        caught.rethrow()
+    })
+    .execute();
+    end();
+    // SAFETY: nothing allocated in `memory` is used after the probe.
+    unsafe { memory.reset() };
+    outcome
 }
 
 /// Sleep on this backend's latch; wakes early for interrupts, which are then served.

@@ -12,7 +12,7 @@
 //! | `MarkGUCPrefixReserved` | PG15+; PG13/14 call it `EmitWarningsOnPlaceholders` | [`mark_guc_prefix_reserved`] |
 //! | `pqsignal` | PG18's backends call it `pqsignal_be` | [`pqsignal`] |
 //! | `index_beginscan` | PG18 adds `instrument: *mut IndexScanInstrumentation` (3rd arg) | [`index_beginscan`] |
-//! | `ReThrowError` | declared `-> !` for 13..17, but returning `()` for 18 (PG18's `pg_noreturn`) | [`rethrow_error`] |
+//! | `ReThrowError` | declared `-> !` for 13..17, but returning `()` for 18 (PG18's `pg_noreturn`) | not used: errors go up as `Result`s or pgrx panics |
 //! | `ExecutorRun_hook` / `standard_ExecutorRun` | PG18 drops the `execute_once: bool` argument | add a shim when a hook is written |
 //! | `ProcessUtility_hook` / `standard_ProcessUtility` | PG14+ add `readOnlyTree: bool` (3rd arg) | add a shim when a hook is written |
 //! | `SPI_execute_extended`, `SPI_prepare_extended`, `SPI_execute_plan_extended` | PG14+ only | use `SPI_execute_with_args` / pgrx's `Spi` |
@@ -79,22 +79,6 @@ pub unsafe fn index_beginscan(
         );
         #[cfg(not(feature = "pg18"))]
         return pg_sys::index_beginscan(heap, index, snapshot, nkeys, norderbys);
-    }
-}
-
-/// `ReThrowError`, typed as not returning on every version (PG18's binding lost the `!`).
-///
-/// # Safety
-/// As `ReThrowError`: `edata` from `CopyErrorData`, in a memory context that outlives the
-/// throw; nothing with a destructor may be alive in the Rust frames the longjmp skips.
-pub unsafe fn rethrow_error(edata: *mut pg_sys::ErrorData) -> ! {
-    // SAFETY: forwarded to the caller.
-    unsafe {
-        pg_sys::ReThrowError(edata);
-    }
-    #[allow(unreachable_code)]
-    {
-        unreachable!("ReThrowError returned")
     }
 }
 

@@ -52,6 +52,10 @@ impl Conn {
 
 impl Drop for Conn {
     fn drop(&mut self) {
+        if std::thread::panicking() {
+            // The transaction is aborting: AtEOXact_SPI closes the connection.
+            return;
+        }
         // SAFETY: we connected in `open`. An error here would be a bug in SPI bookkeeping,
         // which Postgres reports itself at transaction end.
         unsafe {

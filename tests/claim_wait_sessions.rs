@@ -211,3 +211,51 @@ fn wait_null_or_zero_never_blocks_and_negative_is_rejected() {
     assert_eq!(sqlstate(&err), "22023");
     ta.rollback().expect("rollback");
 }
+
+/// An error inside the wait's probe (here a retention past the timestamp range, found by
+/// tests/sql_fuzz.rs) rolls the probe's subtransaction back: the session goes on working.
+/// Before the fix it stayed in an aborted subtransaction and refused every later statement
+/// with 25P02.
+#[test]
+fn an_error_inside_the_probe_leaves_the_session_usable() {
+    let mut a = cluster().session();
+    for (key, lease, retention) in [
+        ("probe-err-1", "1 min", "178000000 years"),
+        ("probe-err-2", "178000000 years", "1 day"),
+    ] {
+        let err = a
+            .query_one(
+                "SELECT outcome::text FROM idem_claim('probe-err', $1, 'h', \
+                 lease => $2::text::interval, retention => $3::text::interval, wait => '15 ms')",
+                &[&key, &lease, &retention],
+            )
+            .expect_err("past the timestamp range");
+        assert_eq!(sqlstate(&err), "22008", "{key}");
+        let one: i32 = a
+            .query_one("SELECT 1", &[])
+            .unwrap_or_else(|e| panic!("the session after {key}: {e:?}"))
+            .get(0);
+        assert_eq!(one, 1);
+        // Nothing of the failed claim was written.
+        let rows: i64 = a
+            .query_one(
+                "SELECT count(*) FROM idempotency.requests WHERE scope = 'probe-err'",
+                &[],
+            )
+            .expect("count")
+            .get(0);
+        assert_eq!(rows, 0);
+    }
+    // In an explicit transaction: the error aborts it, ROLLBACK ends it, the session goes on.
+    a.batch_execute("BEGIN").expect("begin");
+    let err = a
+        .query_one(
+            "SELECT outcome::text FROM idem_claim('probe-err', 'k3', 'h', \
+             retention => '178000000 years', wait => '15 ms')",
+            &[],
+        )
+        .expect_err("past the timestamp range");
+    assert_eq!(sqlstate(&err), "22008");
+    a.batch_execute("ROLLBACK").expect("rollback");
+    assert_eq!(claim(&mut a, "probe-err", "k3"), "new_claim");
+}

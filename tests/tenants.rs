@@ -1,0 +1,199 @@
+//! docs/tenants.md's row-level security recipe, run word for word: one pool role serving two
+//! tenants sees, claims, finishes and forgets only its own scopes, through every function,
+//! whether the direct paths were warm before the policies came or not.
+
+mod common;
+
+use common::{Client, cluster, sqlstate};
+
+/// The ```sql block under "## The recipe" of docs/tenants.md.
+fn recipe() -> String {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/tenants.md"))
+        .expect("docs/tenants.md");
+    let section = doc.split("## The recipe").nth(1).expect("## The recipe");
+    let block = section.split("```sql\n").nth(1).expect("a sql block");
+    block.split("```").next().expect("its end").to_string()
+}
+
+fn database(name: &str) -> Client {
+    let mut admin = cluster().session();
+    for sql in [
+        format!("DROP DATABASE IF EXISTS {name}"),
+        format!("CREATE DATABASE {name}"),
+    ] {
+        admin.batch_execute(&sql).expect("database");
+    }
+    let mut db = cluster().connect(name);
+    db.batch_execute("CREATE EXTENSION idempotency").expect("extension");
+    db
+}
+
+/// The first column as text, or `ERROR <sqlstate>`.
+fn answer(c: &mut Client, sql: &str) -> String {
+    match c.query_one(sql, &[]) {
+        Ok(row) => row.get::<_, Option<String>>(0).unwrap_or_else(|| "NULL".into()),
+        Err(e) => format!("ERROR {}", sqlstate(&e)),
+    }
+}
+
+/// `sql` in a transaction serving `tenant` (None: no tenant set), committed when it worked.
+fn as_tenant(c: &mut Client, tenant: Option<&str>, sql: &str) -> String {
+    c.batch_execute("BEGIN").expect("begin");
+    if let Some(t) = tenant {
+        c.execute("SELECT pg_catalog.set_config('app.tenant', $1, true)", &[&t])
+            .expect("set tenant");
+    }
+    let out = answer(c, sql);
+    c.batch_execute(if out.starts_with("ERROR") { "ROLLBACK" } else { "COMMIT" })
+        .expect("end");
+    out
+}
+
+fn fingerprint(owner: &mut Client) -> String {
+    answer(
+        owner,
+        "SELECT concat_ws('|', \
+           (SELECT string_agg(r::text, ';' ORDER BY scope, key) FROM idempotency.requests r), \
+           (SELECT string_agg(r::text, ';' ORDER BY consumer, message_id) FROM idempotency.inbox r), \
+           (SELECT string_agg(r::text, ';' ORDER BY stream, entity) FROM idempotency.versions r), \
+           (SELECT string_agg(r::text, ';' ORDER BY id) FROM idempotency.outbox r), \
+           (SELECT string_agg(r::text, ';' ORDER BY r::text) FROM public.effects r))",
+    )
+}
+
+fn setup(name: &str, warm_first: bool) -> (Client, Client) {
+    let mut owner = database(name);
+    // Roles are cluster-wide: one per test, since the tests run at once.
+    let role = format!("{name}_pool");
+    owner
+        .batch_execute(&format!(
+            "DROP ROLE IF EXISTS {role}; CREATE ROLE {role} LOGIN;"
+        ))
+        .expect("role");
+    owner
+        .batch_execute(&format!(
+            "SELECT idem_grant('{role}', 'app');
+             SELECT idem_grant('{role}', 'publisher');
+             CREATE TABLE public.effects (request jsonb);
+             GRANT INSERT, SELECT ON public.effects TO {role};
+             CREATE FUNCTION public.effect(r jsonb) RETURNS jsonb LANGUAGE sql
+               AS $$ INSERT INTO public.effects VALUES (r) RETURNING '{{\"done\": true}}'::jsonb $$;",
+        ))
+        .expect("grants and effects");
+    let mut pool = cluster().connect_as(name, &role);
+    if warm_first {
+        // The direct paths' caches are built before the policies exist.
+        for tenant in ["acme", "globex"] {
+            let sql = format!("SELECT outcome::text FROM idem_claim('{tenant}/warm', 'w', 'h')");
+            assert_eq!(as_tenant(&mut pool, None, &sql), "new_claim");
+        }
+    }
+    owner.batch_execute(&recipe()).expect("the recipe");
+    (owner, pool)
+}
+
+fn isolation(name: &str, warm_first: bool) {
+    let (mut owner, mut pool) = setup(name, warm_first);
+    let acme = Some("acme");
+    let globex = Some("globex");
+    let q = |s: &str| s.to_string();
+
+    // acme works as without RLS.
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"), "new_claim");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT 'done' FROM idem_complete('acme', 'k', '{\"n\": 1}')"), "done");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"), "replay_success");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme/payments', 'k', 'h1')"), "new_claim");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme', 'open', 'h1')"), "new_claim");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT idem_inbox_accept('acme', 'm1', 'mh')::text"), "true");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT idem_advance('acme', 'e', 3)::text"), "true");
+    assert_eq!(
+        as_tenant(&mut pool, acme, "SELECT (idem_outbox_put('acme/events', '{\"x\": 1}') IS NOT NULL)::text"),
+        "true"
+    );
+    assert_eq!(
+        as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_call('acme', 'call', '{\"a\": 1}', 'public.effect(jsonb)')"),
+        "new_claim"
+    );
+    // The P4002 DETAIL names this request's hash only.
+    match pool.query_one("SELECT set_config('app.tenant', 'acme', false)", &[]) {
+        Ok(_) => {}
+        Err(e) => panic!("set tenant: {e}"),
+    }
+    let err = pool
+        .query_one("SELECT outcome::text FROM idem_claim('acme', 'k', 'h-other')", &[])
+        .expect_err("hash mismatch");
+    assert_eq!(sqlstate(&err), "P4002");
+    let detail = err.as_db_error().and_then(|d| d.detail()).unwrap_or_default().to_string();
+    assert!(!detail.contains("h1"), "P4002 DETAIL shows the stored hash: {detail}");
+    pool.batch_execute("RESET app.tenant").expect("reset");
+
+    let before = fingerprint(&mut owner);
+    // globex, against every one of acme's rows: refused or not found, nothing written.
+    let refused = [
+        "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')",
+        "SELECT outcome::text FROM idem_claim('acme', 'k', 'h-other')",
+        "SELECT outcome::text FROM idem_claim('acme', 'new', 'h1')",
+        "SELECT outcome::text FROM idem_claim('acme/payments', 'k', 'h1')",
+        "SELECT outcome::text FROM idem_call('acme', 'call', '{\"a\": 1}', 'public.effect(jsonb)')",
+        "SELECT outcome::text FROM idem_call('acme', 'other', '{\"a\": 1}', 'public.effect(jsonb)')",
+        "SELECT idem_inbox_accept('acme', 'm1', 'mh')::text",
+        "SELECT idem_inbox_accept('acme', 'm2', 'mh')::text",
+        "SELECT idem_advance('acme', 'e', 4)::text",
+        "SELECT idem_outbox_put('acme/events', '{}')::text",
+    ];
+    for sql in refused {
+        assert_eq!(as_tenant(&mut pool, globex, sql), "ERROR 42501", "globex: {sql}");
+    }
+    let not_found = [
+        ("SELECT 'done' FROM idem_complete('acme', 'open', '{}')", "ERROR P4010"),
+        ("SELECT 'done' FROM idem_fail('acme', 'open', false, 'x', 'y')", "ERROR P4011"),
+        ("SELECT (idem_checkpoint('acme', 'open', 'step') IS NOT NULL)::text", "ERROR P4013"),
+        ("SELECT idem_forget('acme', 'k')::text", "false"),
+        ("SELECT idem_forget('acme', 'open')::text", "false"),
+        ("SELECT count(*)::text FROM idempotency.requests", "0"),
+        ("SELECT count(*)::text FROM idempotency.inbox", "0"),
+        ("SELECT count(*)::text FROM idempotency.versions", "0"),
+        ("SELECT count(*)::text FROM idem_outbox_take(100)", "0"),
+    ];
+    for (sql, want) in not_found {
+        let want = if warm_first && sql.contains("FROM idempotency.requests") { "1" } else { want };
+        assert_eq!(as_tenant(&mut pool, globex, sql), q(want), "globex: {sql}");
+    }
+    // No tenant at all: nothing visible, nothing writable.
+    assert_eq!(as_tenant(&mut pool, None, "SELECT count(*)::text FROM idempotency.requests"), "0");
+    assert_eq!(
+        as_tenant(&mut pool, None, "SELECT outcome::text FROM idem_claim('acme', 'x', 'h')"),
+        "ERROR 42501"
+    );
+    assert_eq!(
+        as_tenant(&mut pool, Some(""), "SELECT outcome::text FROM idem_claim('/x', 'x', 'h')"),
+        "ERROR 42501"
+    );
+    assert_eq!(fingerprint(&mut owner), before, "globex changed acme's rows");
+
+    // globex's own scopes, keys that acme also uses: independent.
+    assert_eq!(as_tenant(&mut pool, globex, "SELECT outcome::text FROM idem_claim('globex', 'k', 'h2')"), "new_claim");
+    assert_eq!(as_tenant(&mut pool, globex, "SELECT 'done' FROM idem_complete('globex', 'k', '{\"g\": 1}')"), "done");
+    assert_eq!(as_tenant(&mut pool, globex, "SELECT response::text FROM idem_claim('globex', 'k', 'h2')"), "{\"g\": 1}");
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT response::text FROM idem_claim('acme', 'k', 'h1')"), "{\"n\": 1}");
+    // Each takes only its own outbox messages.
+    assert_eq!(
+        as_tenant(&mut pool, acme, "SELECT string_agg(topic, ',') FROM idem_outbox_take(100)"),
+        "acme/events"
+    );
+    // acme forgets its own record; globex's stays.
+    assert_eq!(as_tenant(&mut pool, acme, "SELECT idem_forget('acme', 'k')::text"), "true");
+    assert_eq!(answer(&mut owner, "SELECT string_agg(scope, ',' ORDER BY scope) FROM idempotency.requests WHERE key = 'k'"), "acme/payments,globex");
+    // One effect: globex's idem_call attempts ran nothing.
+    assert_eq!(answer(&mut owner, "SELECT count(*)::text FROM public.effects"), "1");
+}
+
+#[test]
+fn a_tenant_sees_and_changes_only_its_scopes() {
+    isolation("tenants_cold", false);
+}
+
+#[test]
+fn caches_built_before_the_policies_do_not_bypass_them() {
+    isolation("tenants_warm", true);
+}
