@@ -464,6 +464,8 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Res
     let Some(mut writer) = Writer::open(lookup, pg_sys::ACL_INSERT) else {
         return Ok(NewKey::UseSql);
     };
+    #[cfg(feature = "pg_test")]
+    crate::test_points::before_key_lock();
     if !try_lock_key(args)? {
         return Ok(NewKey::Claimed(Claimed::unseen_active()));
     }

@@ -43,6 +43,8 @@ mod plans;
 mod schema;
 mod settings;
 mod shape;
+#[cfg(feature = "pg_test")]
+mod test_points;
 pub mod versions;
 mod worker;
 mod write;
@@ -56,6 +58,8 @@ pub extern "C-unwind" fn _PG_init() {
     settings::init();
     canonical_limits::init();
     outbox::register_gucs();
+    #[cfg(feature = "pg_test")]
+    test_points::init();
     // Last: reserving the prefix drops any idempotency.* value not defined by then.
     compat::mark_guc_prefix_reserved(c"idempotency");
     // SAFETY: a flag Postgres sets while it loads shared_preload_libraries.
@@ -123,6 +127,7 @@ mod tests {
     include!("pg_tests/call_site.rs");
     include!("pg_tests/maintenance.rs");
     include!("pg_tests/grants.rs");
+    include!("pg_tests/guards.rs");
 }
 
 /// Required by `cargo pgrx test`.
@@ -132,6 +137,9 @@ pub mod pg_test {
 
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
-        vec![]
+        // A reclaim grace other than the default 0, so that #[pg_test]s can show it is
+        // honoured (pg_tests/guards.rs: reclaim_waits_out_the_grace); the other reclaim tests
+        // end their leases seconds ago.
+        vec!["idempotency.reclaim_grace = 500"]
     }
 }

@@ -242,9 +242,10 @@ fn settings_are_defined_with_units() {
         one::<String>("SELECT current_setting('idempotency.naptime')").as_deref(),
         Some("10s")
     );
+    // The defaults (boot_val): the pg_test cluster sets reclaim_grace (lib.rs, pg_test).
     assert_eq!(
         one::<String>(
-            "SELECT string_agg(name || '=' || setting || coalesce(unit, '') || ':' || context, ' ' ORDER BY name) \
+            "SELECT string_agg(name || '=' || boot_val || coalesce(unit, '') || ':' || context, ' ' ORDER BY name) \
              FROM pg_settings WHERE name IN ('idempotency.batch_size', 'idempotency.databases', \
              'idempotency.naptime', 'idempotency.reclaim_grace', 'idempotency.worker_enabled')"
         )
