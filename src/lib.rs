@@ -23,6 +23,7 @@ mod call_site;
 mod call_target;
 pub mod canonical;
 mod canonical_limits;
+mod citus;
 pub mod claim;
 mod claim_wait;
 pub mod compat;
@@ -105,6 +106,13 @@ mod tests {
     #[pg_extern]
     fn prepared_statements() -> SetOfIterator<'static, &'static str> {
         SetOfIterator::new(crate::plans::prepared_statements())
+    }
+
+    /// Take the Citus code paths (src/citus.rs) on this plain server from now on in this
+    /// backend (`true`) or not; the previous value.
+    #[pg_extern]
+    fn assume_distributed(on: bool) -> bool {
+        crate::citus::assume_distributed(on)
     }
 
     /// The CHECK constraints of idempotency.requests in shape.rs' canonical form, and the
