@@ -131,6 +131,7 @@ mod tests {
     include!("pg_tests/call_site.rs");
     include!("pg_tests/maintenance.rs");
     include!("pg_tests/grants.rs");
+    include!("pg_tests/citus.rs");
 }
 
 /// Required by `cargo pgrx test`.
