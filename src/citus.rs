@@ -153,8 +153,28 @@ pub fn requests_distributed() -> Result<bool> {
 /// Should this background worker leave `idempotency.requests` to another node? Yes on a
 /// Citus worker when the table is distributed: the coordinator's worker does the upkeep of
 /// every shard, so no row is reclaimed or purged twice.
+///
+/// Without Citus, or on the coordinator, this touches nothing. When the table cannot be found
+/// the answer is `false`: the upkeep steps then run and report that themselves (42P01), as on
+/// a single server.
 pub fn upkeep_elsewhere() -> Result<bool> {
-    Ok(requests_distributed()? && local_group().is_some_and(|group| group != 0))
+    if !local_group().is_some_and(|group| group != 0) {
+        return Ok(false);
+    }
+    match crate::lookup::resolve() {
+        // SAFETY: the table is locked (to the end of the transaction) before it is judged; a
+        // table dropped meanwhile gives NULL.
+        Ok((_, table, _)) => unsafe {
+            let rel = pg_sys::try_relation_open(table, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if rel.is_null() {
+                return Ok(false);
+            }
+            let distributed = is_citus_table(table) || assumed();
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            Ok(distributed)
+        },
+        Err(_missing) => Ok(false),
+    }
 }
 
 // ---------------------------------------------------------------------------------------------
