@@ -23,6 +23,8 @@ clients=${3:-4}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 single_port=${BENCH_PORT:-9790}
 work=/var/tmp/idem-citus-bench-$major
+# A cluster of its own (not the one tests/citus.rs may be running).
+export CITUS_BASE=/var/tmp/idem-citus-bench-cluster-$major CITUS_PORT=${CITUS_PORT:-9750}
 
 pg_config=${IDEM_PG_CONFIG:-$(sed -n "s/^pg$major = \"\(.*\)\"\$/\1/p" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null)}
 pg_config=${pg_config:-/opt/idempotency-pg/$major/bin/pg_config}
@@ -39,6 +41,7 @@ coordinator=$PGPORT
 worker=$((PGPORT + 1))
 citus_host=$PGHOST
 cleanup() {
+  mkdir -p /tmp/idem-citus-bench-logs && cp "$work"/*.log "$CITUS_BASE"/*.log /tmp/idem-citus-bench-logs/ 2>/dev/null || true
   as_pg "$bindir/pg_ctl" -D "$work/single" -m immediate stop >/dev/null 2>&1 || true
   rm -rf "$work"
   "$repo/scripts/citus.sh" down "$major" || true

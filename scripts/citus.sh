@@ -26,6 +26,7 @@
 #   CITUS_SKIP_EXTENSION=1  do not run `cargo pgrx install` (the caller installed it already,
 #                           e.g. `cargo pgrx test`)
 #   CITUS_PORT              the coordinator's port
+#   CITUS_BASE              instead of /var/tmp/idem-citus-MAJOR (two clusters of one major)
 #   CARGO_TARGET_DIR        as usual for the extension's build
 set -euo pipefail
 
@@ -47,7 +48,7 @@ case "$major" in
   *) die "Citus $CITUS_VERSION supports Postgres 16, 17 and 18, not '$major'" ;;
 esac
 
-base=/var/tmp/idem-citus-$major
+base=${CITUS_BASE:-/var/tmp/idem-citus-$major}
 port0=${CITUS_PORT:-$((9700 + 10 * (major - 16)))}
 nodes=(coordinator worker1 worker2)
 port_of() { case "$1" in coordinator) echo "$port0" ;; worker1) echo $((port0 + 1)) ;; worker2) echo $((port0 + 2)) ;; esac; }
