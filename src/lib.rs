@@ -129,9 +129,9 @@ mod tests {
     include!("pg_tests/outbox.rs");
     include!("pg_tests/call.rs");
     include!("pg_tests/call_site.rs");
+    include!("pg_tests/citus.rs");
     include!("pg_tests/maintenance.rs");
     include!("pg_tests/grants.rs");
-    include!("pg_tests/citus.rs");
 }
 
 /// Required by `cargo pgrx test`.

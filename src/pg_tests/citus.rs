@@ -1,6 +1,6 @@
 // In-backend tests of the Citus paths of src/citus.rs, taken on this plain table with
-// tests.assume_distributed (included into `mod tests` in lib.rs, after pg_tests/claim.rs and
-// pg_tests/maintenance.rs whose helpers they use). Each sequence runs twice, on the
+// tests.assume_distributed (included into `mod tests` in lib.rs; uses the helpers of
+// pg_tests/helpers.rs and pg_tests/maintenance.rs). Each sequence runs twice, on the
 // single-server paths (scope `<name>-plain`) and on the distributed ones (`<name>-dist`): the
 // stored records must be the same, column for column.
 
