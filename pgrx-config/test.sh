@@ -84,8 +84,13 @@ for v in "${versions[@]}"; do
   install -d -o "$RUNAS" -m 0700 "$PGDATA_ROOT/pg$v"
   chmod 0755 "$PGDATA_ROOT"
   banner "pg$v: PostgreSQL $pgver ($pgc)"
+  # tests/citus.rs builds Citus 14.0.1 (scripts/citus.sh, ~30 s the first time) and runs a
+  # coordinator + two workers: on the majors in IDEM_CITUS_MAJORS (default 17; Citus supports
+  # 16-18), skipped on the others.
+  citus=0
+  case " ${IDEM_CITUS_MAJORS-17} " in *" $v "*) citus=1 ;; esac
   run_one "pg$v ($pgver)" "$logs/pg$v.log" \
-    env -u RUST_BACKTRACE IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" \
+    env -u RUST_BACKTRACE IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" IDEM_CITUS="$citus" \
     cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
 done
 

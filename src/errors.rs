@@ -52,6 +52,8 @@ pub const STALE_ATTEMPT: SqlState = SqlState(*b"P4012");
 pub const CHECKPOINT_NOT_PROCESSING: SqlState = SqlState(*b"P4013");
 pub const CALL_IN_PROGRESS: SqlState = SqlState(*b"P4029");
 pub const INBOX_HASH_MISMATCH: SqlState = SqlState(*b"P4050");
+// Raised by idem_distribute (sql/citus.sql): Citus is not there, or not usable this way.
+pub const CITUS_NOT_AVAILABLE: SqlState = SqlState(*b"P4060");
 // Standard codes we raise ourselves, so they never carry a Rust backtrace.
 pub const NULL_VALUE_NOT_ALLOWED: SqlState = SqlState(*b"22004");
 pub const INVALID_PARAMETER_VALUE: SqlState = SqlState(*b"22023");

@@ -60,7 +60,7 @@ macro_rules! fail_statement {
         }
     };
 }
-static FAIL_RETRYABLE: Statement = fail_statement!("failed_retryable");
+pub(crate) static FAIL_RETRYABLE: Statement = fail_statement!("failed_retryable");
 pub(crate) static FAIL_FINAL: Statement = fail_statement!("failed_final");
 
 static CHECKPOINT: Statement = Statement {
@@ -277,6 +277,27 @@ pub(crate) fn end_attempt(
         crate::metrics::count_write(true);
         return Ok(true);
     }
+    if crate::citus::requests_distributed()? {
+        // Citus cannot run `now() + retention` on a column: the same update with the values
+        // computed after the row is locked (src/citus.rs).
+        let distributed = if core::ptr::eq(statement, &COMPLETE) {
+            &crate::citus::COMPLETE
+        } else if core::ptr::eq(statement, &FAIL_RETRYABLE) {
+            &crate::citus::FAIL_RETRYABLE
+        } else if core::ptr::eq(statement, &FAIL_FINAL) {
+            &crate::citus::FAIL_FINAL
+        } else {
+            return Err(IdemError::new(
+                errors::INTERNAL_ERROR,
+                "end_attempt: no distributed form of this statement",
+            ));
+        };
+        if !crate::citus::end_attempt(conn.get()?, scope, key, distributed, args)? {
+            return Ok(false);
+        }
+        crate::metrics::count_write(false);
+        return Ok(true);
+    }
     if statement.run(conn.get()?, args)?.is_empty() {
         return Ok(false);
     }
@@ -418,19 +439,28 @@ fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
         )
     };
     let conn = Conn::open()?;
-    let changed = CHECKPOINT.run(
-        &conn,
-        &[
-            text_arg(scope),
-            text_arg(key),
-            opt_text_arg(recovery_point),
-            int4_arg(attempt),
-            lease,
-        ],
-    )?;
-    if !changed.is_empty() {
-        // timestamptz is pass-by-value: safe to return past SPI_finish.
-        return changed.required(0, 1);
+    if crate::citus::requests_distributed()? {
+        let args = (opt_text_arg(recovery_point), int4_arg(attempt));
+        if let Some(locked_until) =
+            crate::citus::checkpoint(&conn, scope, key, args.0, args.1, lease)?
+        {
+            return Ok(locked_until);
+        }
+    } else {
+        let changed = CHECKPOINT.run(
+            &conn,
+            &[
+                text_arg(scope),
+                text_arg(key),
+                opt_text_arg(recovery_point),
+                int4_arg(attempt),
+                lease,
+            ],
+        )?;
+        if !changed.is_empty() {
+            // timestamptz is pass-by-value: safe to return past SPI_finish.
+            return changed.required(0, 1);
+        }
     }
     let found = state(&conn, scope, key)?;
     let why = errors::CHECKPOINT_NOT_PROCESSING;

@@ -23,6 +23,7 @@ mod call_site;
 mod call_target;
 pub mod canonical;
 mod canonical_limits;
+mod citus;
 pub mod claim;
 mod claim_wait;
 pub mod compat;
@@ -111,6 +112,13 @@ mod tests {
         SetOfIterator::new(crate::plans::prepared_statements())
     }
 
+    /// Take the Citus code paths (src/citus.rs) on this plain server from now on in this
+    /// backend (`true`) or not; the previous value.
+    #[pg_extern]
+    fn assume_distributed(on: bool) -> bool {
+        crate::citus::assume_distributed(on)
+    }
+
     /// The CHECK constraints of idempotency.requests in shape.rs' canonical form, and the
     /// table's shape as the direct paths judge it.
     #[pg_extern]
@@ -125,6 +133,7 @@ mod tests {
     include!("pg_tests/outbox.rs");
     include!("pg_tests/call.rs");
     include!("pg_tests/call_site.rs");
+    include!("pg_tests/citus.rs");
     include!("pg_tests/maintenance.rs");
     include!("pg_tests/grants.rs");
     include!("pg_tests/guards.rs");

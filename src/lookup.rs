@@ -48,6 +48,9 @@ pub struct Catalog {
     index: Oid,
     pub statuses: [Oid; 4],
     pub shape: Shape,
+    /// A Citus table (`pg_dist_partition` lists its OID): on the coordinator an empty shell,
+    /// on a worker a shell over hidden shards. Never read or written directly (`citus.rs`).
+    pub distributed: bool,
 }
 
 thread_local! {
@@ -81,7 +84,7 @@ fn missing(what: &str) -> IdemError {
 }
 
 /// The OIDs of schema `idempotency`, its table and primary key, by name (no lock yet).
-fn resolve() -> Result<(Oid, Oid, Oid)> {
+pub(crate) fn resolve() -> Result<(Oid, Oid, Oid)> {
     // SAFETY: catalog lookups by name; every result is checked.
     unsafe {
         let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
@@ -139,12 +142,16 @@ unsafe fn build(nsp: Oid, rel: pg_sys::Relation, index: Oid) -> Result<Catalog> 
             }
         }
         pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
+        // Citus invalidates the relation's relcache entry when it distributes (or undistributes)
+        // it, which drops this cached catalog (`forget_catalog`).
+        let distributed = crate::citus::is_citus_table((*rel).rd_id);
         Ok(Catalog {
             namespace: nsp,
             table: (*rel).rd_id,
             index,
             statuses,
             shape,
+            distributed,
         })
     }
 }
@@ -260,6 +267,8 @@ impl Lookup {
                     .hint("GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.requests TO the calling role."));
             }
             if !catalog.shape.readable
+                || catalog.distributed
+                || crate::citus::assumed()
                 || pg_sys::check_enable_rls(catalog.table, pg_sys::InvalidOid, false)
                     == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
             {

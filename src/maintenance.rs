@@ -53,6 +53,11 @@ pub fn reclaim_batch(conn: &Conn, batch: i32) -> Result<i64> {
     // SAFETY: the current transaction's start, i.e. now().
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
     let cutoff = now.saturating_sub(grace_us);
+    if crate::citus::requests_distributed()? {
+        let reclaimed = crate::citus::reclaim_batch(conn, batch, cutoff)?;
+        crate::metrics::count_reclaimed(reclaimed as u64);
+        return Ok(reclaimed);
+    }
     let rows = RECLAIM.run(conn, &[Some(Datum::from(batch)), Some(Datum::from(cutoff))])?;
     crate::metrics::count_reclaimed(rows.len() as u64);
     Ok(rows.len() as i64)
@@ -60,6 +65,11 @@ pub fn reclaim_batch(conn: &Conn, batch: i32) -> Result<i64> {
 
 /// Purge at most `batch` expired finished records in the current transaction.
 pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
+    if crate::citus::requests_distributed()? {
+        let purged = crate::citus::purge_batch(conn, batch)?;
+        crate::metrics::count_purged(purged as u64);
+        return Ok(purged);
+    }
     let rows = PURGE.run(conn, &[Some(Datum::from(batch))])?;
     crate::metrics::count_purged(rows.len() as u64);
     Ok(rows.len() as i64)

@@ -217,13 +217,24 @@ fn maintain() -> Result<()> {
         return Ok(());
     }
     let batch = settings::BATCH_SIZE.get();
-    let reclaimed = isolated(
-        c"idem_reclaim",
-        c"requests",
-        batch,
-        maintenance::reclaim_batch,
-    );
-    let purged = isolated(c"idem_purge", c"requests", batch, maintenance::purge_batch);
+    // On a Citus worker with a distributed idempotency.requests, the coordinator's upkeep
+    // covers every shard (src/citus.rs): doing it here too would do each row's work twice.
+    let elsewhere = in_transaction(c"idempotency: is the table distributed?", || {
+        crate::citus::upkeep_elsewhere()
+    })?;
+    let (reclaimed, purged) = if elsewhere {
+        (0, 0)
+    } else {
+        (
+            isolated(
+                c"idem_reclaim",
+                c"requests",
+                batch,
+                maintenance::reclaim_batch,
+            ),
+            isolated(c"idem_purge", c"requests", batch, maintenance::purge_batch),
+        )
+    };
     isolated(
         c"idem_inbox_purge",
         c"inbox",

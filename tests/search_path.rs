@@ -66,6 +66,27 @@ const CALLS: &[&str] = &[
     "SELECT outcome::text FROM idem_call('{s}', 'c1', '{}', 'public.effect(jsonb)')",
     "SELECT outcome::text FROM idem_call('{s}', 'c1', '{}', 'public.effect(jsonb)')",
     "SELECT pg_catalog.concat(outcome, ' ', failure_code) FROM idem_call('{s}', 'c2', '{}', 'public.refuse(jsonb)')",
+    // The Citus paths (src/citus.rs), taken here on the plain table.
+    "SELECT tests.assume_distributed(true)::text",
+    "SELECT outcome::text FROM idem_claim('{s}', 'd1', 'h1', lease => '1 millisecond')",
+    "SELECT pg_catalog.num_nulls(idem_checkpoint('{s}', 'd1', 'p1', 1))::text",
+    "SELECT pg_catalog.pg_sleep(0.02)::text",
+    "SELECT pg_catalog.int8ge(idem_reclaim(), 0)::text",
+    "SELECT pg_catalog.concat(outcome, ' ', attempt, ' ', failure_code) FROM idem_claim('{s}', 'd1', 'h1')",
+    "SELECT outcome::text FROM idem_claim('{s}', 'd2', 'h')",
+    "SELECT idem_complete('{s}', 'd2', '{}')::text",
+    "SELECT idem_complete('{s}', 'd2', '{\"b\": 1}')::text",
+    "SELECT outcome::text FROM idem_claim('{s}', 'd3', 'h')",
+    "SELECT idem_fail('{s}', 'd3', true, 'E', 'm')::text",
+    "SELECT pg_catalog.concat(outcome, ' ', attempt) FROM idem_claim('{s}', 'd3', 'h')",
+    "SELECT idem_fail('{s}', 'd3', false, 'E', 'm', attempt => 1)::text",
+    "SELECT idem_fail('{s}', 'd3', false, 'E', 'm')::text",
+    "SELECT outcome::text FROM idem_claim('{s}', 'd4', 'h', retention => '1 millisecond')",
+    "SELECT idem_complete('{s}', 'd4', 'null')::text",
+    "SELECT pg_catalog.pg_sleep(0.02)::text",
+    "SELECT pg_catalog.int8ge(idem_purge(), 0)::text",
+    "SELECT outcome::text FROM idem_claim('{s}', 'd4', 'h')",
+    "SELECT tests.assume_distributed(false)::text",
 ];
 
 /// Run every call; the answers (`ok: …` or `err: SQLSTATE`).

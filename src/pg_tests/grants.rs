@@ -50,6 +50,8 @@ const CALLS: &[(&str, &str, &[&str])] = &[
     // Granting needs the grant option on the objects: only their owner has it.
     ("idem_grant", "SELECT idem_grant('grants_none', 'app')", &[]),
     ("idem_revoke", "SELECT idem_revoke('grants_none', 'app')", &[]),
+    // Distributing the table (Citus) is for its owner; without Citus it raises P4060.
+    ("idem_distribute", "SELECT idem_distribute('key')", &[]),
 ];
 
 #[pg_test]
