@@ -25,6 +25,8 @@
 #                           /opt/idempotency-pg/MAJOR/bin/pg_config)
 #   CITUS_SKIP_EXTENSION=1  do not run `cargo pgrx install` (the caller installed it already,
 #                           e.g. `cargo pgrx test`)
+#   CITUS_PROFILE=dev       install a debug build of the extension (faster to build; default:
+#                           release)
 #   CITUS_PORT              the coordinator's port
 #   CITUS_BASE              instead of /var/tmp/idem-citus-MAJOR (two clusters of one major)
 #   CARGO_TARGET_DIR        as usual for the extension's build
@@ -139,7 +141,9 @@ install_extension() {
   local pg_config=$1
   if [[ "${CITUS_SKIP_EXTENSION:-0}" == 1 ]]; then return; fi
   log "cargo pgrx install (pg$major) into $("$pg_config" --pkglibdir)"
-  (cd "$repo" && cargo pgrx install --release --no-default-features --features "pg$major" -c "$pg_config" >&2)
+  local profile=(--release)
+  [[ "${CITUS_PROFILE:-release}" == dev ]] && profile=()
+  (cd "$repo" && cargo pgrx install "${profile[@]}" --no-default-features --features "pg$major" -c "$pg_config" >&2)
 }
 
 psql_at() { # node, sql...
