@@ -31,13 +31,16 @@ def test_shape_and_allow_list(db):
 @pytest.mark.parametrize("query", [
     "SELECT idem_http_response(99)",
     "SELECT idem_http_response(600)",
-    "SELECT idem_http_response(NULL)",
     "SELECT idem_http_response(200, '[]')",
     "SELECT idem_http_response(200, '{\"location\": 1}')",
     "SELECT idem_http_response(200, '{\"location\": \"/a\\r\\nSet-Cookie: x=1\"}')",
 ])
 def test_bad_responses_are_22023(db, query):
     assert sqlstate_of(db, query) == "22023"
+
+
+def test_a_null_status_is_22004(db):
+    assert sqlstate_of(db, "SELECT idem_http_response(NULL)") == "22004"
 
 
 def test_fail_keeps_an_error_response_and_replay_returns_it(db):
