@@ -175,25 +175,36 @@ fn a_failing_step_does_not_skip_the_others() {
     holder
         .batch_execute("BEGIN; LOCK TABLE idempotency.requests IN ACCESS EXCLUSIVE MODE")
         .expect("lock");
+    // First a round under the lock must report the failed step. Only then are new expired
+    // inbox and outbox rows added: every round from now on, while the lock is held, fails its
+    // reclaim, so their purge shows the later steps were not skipped. (Rows added before the
+    // lock could be purged by a round that ran before it, which proves nothing.)
+    wait_for("the failed step is reported", || {
+        let log = server().log();
+        log.contains("idem_reclaim in database \"ws_isolation\" failed")
+            && log.contains("SQLSTATE 55P03")
+    });
     let mut other = server().connect("ws_isolation");
-    wait_for("the inbox and outbox are purged", || {
+    other
+        .batch_execute(
+            "SELECT idem_inbox_accept('w2', 'old', 'h', retention => '1 millisecond');
+             SELECT idem_outbox_ack(ARRAY[idem_outbox_put('w2', '1')]);
+             UPDATE idempotency.outbox SET created_at = now() - interval '9 days',
+                    published_at = now() - interval '8 days' WHERE topic = 'w2';",
+        )
+        .expect("rows under the lock");
+    wait_for("the inbox and outbox are purged while the lock is held", || {
         let inbox = count(
             &mut other,
-            "SELECT count(*) FROM idempotency.inbox WHERE consumer = 'w'",
+            "SELECT count(*) FROM idempotency.inbox WHERE consumer = 'w2'",
         );
         let outbox = count(
             &mut other,
-            "SELECT count(*) FROM idempotency.outbox WHERE topic = 'w'",
+            "SELECT count(*) FROM idempotency.outbox WHERE topic = 'w2'",
         );
         inbox == 0 && outbox == 0
     });
     holder.batch_execute("COMMIT").expect("unlock");
-    let log = server().log();
-    assert!(
-        log.contains("idem_reclaim in database \"ws_isolation\" failed")
-            && log.contains("SQLSTATE 55P03"),
-        "the failed step is reported"
-    );
     wait_for("the record is purged once the lock is gone", || {
         left(&mut db).0 == 0
     });
