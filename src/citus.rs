@@ -24,7 +24,9 @@
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
-use crate::claim::{INT4, INTERVAL, JSONB, TEXT, TIMESTAMPTZ, add_interval, by_key, datum_bytes, text_arg};
+use crate::claim::{
+    INT4, INTERVAL, JSONB, TEXT, TIMESTAMPTZ, add_interval, by_key, datum_bytes, text_arg,
+};
 use crate::errors::Result;
 use crate::plans::{Arg, Conn, Statement};
 
@@ -358,7 +360,15 @@ static RECLAIM_ONE: Statement = Statement {
           AND locked_until OPERATOR(pg_catalog.<) $3 \
           AND attempt OPERATOR(pg_catalog.=) $4 RETURNING 1"
     ),
-    args: &[TEXT, TEXT, TIMESTAMPTZ, INT4, TEXT, TIMESTAMPTZ, TIMESTAMPTZ],
+    args: &[
+        TEXT,
+        TEXT,
+        TIMESTAMPTZ,
+        INT4,
+        TEXT,
+        TIMESTAMPTZ,
+        TIMESTAMPTZ,
+    ],
 };
 
 /// Finished records past their retention, oldest first (multi-shard read, no lock).
@@ -402,7 +412,11 @@ fn keys(rows: &crate::plans::Rows<'_>, with_attempt: bool) -> Result<Vec<(Vec<u8
                 datum_bytes(rows.required(i, 2)?).to_vec(),
             )
         };
-        let attempt = if with_attempt { rows.required(i, 3)?.value() as i32 } else { 0 };
+        let attempt = if with_attempt {
+            rows.required(i, 3)?.value() as i32
+        } else {
+            0
+        };
         out.push((scope, key, attempt));
     }
     Ok(out)
@@ -412,8 +426,10 @@ fn keys(rows: &crate::plans::Rows<'_>, with_attempt: bool) -> Result<Vec<(Vec<u8
 fn timestamptz_text(ts: Datum) -> String {
     // SAFETY: the built-in output function of timestamptz on a timestamptz datum.
     unsafe {
-        let cstr = pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::timestamptz_out, &[Some(ts)]);
-        cstr.map(|s| s.to_string_lossy().into_owned()).unwrap_or_default()
+        let cstr =
+            pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::timestamptz_out, &[Some(ts)]);
+        cstr.map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
     }
 }
 
@@ -421,7 +437,8 @@ fn timestamptz_text(ts: Datum) -> String {
 /// before `cutoff` become failed_retryable, each exactly once.
 pub fn reclaim_batch(conn: &Conn, batch: i32, cutoff: i64) -> Result<i64> {
     let candidates = {
-        let rows = RECLAIM_CANDIDATES.run(conn, &[Some(Datum::from(batch)), Some(Datum::from(cutoff))])?;
+        let rows =
+            RECLAIM_CANDIDATES.run(conn, &[Some(Datum::from(batch)), Some(Datum::from(cutoff))])?;
         keys(&rows, true)?
     };
     let now = now();
@@ -430,17 +447,24 @@ pub fn reclaim_batch(conn: &Conn, batch: i32, cutoff: i64) -> Result<i64> {
         let cutoff_arg = Some(Datum::from(cutoff));
         let attempt_arg = Some(Datum::from(attempt));
         let (message, expires_at) = {
-            let row = RECLAIM_LOCK.run(conn, &[text_arg(&scope), text_arg(&key), cutoff_arg, attempt_arg])?;
+            let row = RECLAIM_LOCK.run(
+                conn,
+                &[text_arg(&scope), text_arg(&key), cutoff_arg, attempt_arg],
+            )?;
             if row.is_empty() {
                 continue; // changed meanwhile, or a claim holds it: next round
             }
             let claimed_by = match row.get(0, 2)? {
                 // SAFETY: column 2 is text.
-                Some(d) => format!(" (claimed by {})", String::from_utf8_lossy(unsafe { datum_bytes(d) })),
+                Some(d) => format!(
+                    " (claimed by {})",
+                    String::from_utf8_lossy(unsafe { datum_bytes(d) })
+                ),
                 None => String::new(),
             };
             let locked_until = timestamptz_text(row.required(0, 3)?);
-            let expires_at = (row.required(0, 4)?.value() as i64).max(add_interval(now, row.required(0, 5)?));
+            let expires_at =
+                (row.required(0, 4)?.value() as i64).max(add_interval(now, row.required(0, 5)?));
             (
                 format!("the lease of attempt {attempt}{claimed_by} ended at {locked_until}"),
                 expires_at,
@@ -473,10 +497,15 @@ pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
     };
     let mut purged = 0;
     for (scope, key, _) in candidates {
-        if PURGE_LOCK.run(conn, &[text_arg(&scope), text_arg(&key), now])?.is_empty() {
+        if PURGE_LOCK
+            .run(conn, &[text_arg(&scope), text_arg(&key), now])?
+            .is_empty()
+        {
             continue;
         }
-        purged += PURGE_ONE.run(conn, &[text_arg(&scope), text_arg(&key), now])?.len() as i64;
+        purged += PURGE_ONE
+            .run(conn, &[text_arg(&scope), text_arg(&key), now])?
+            .len() as i64;
     }
     Ok(purged)
 }

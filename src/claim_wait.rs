@@ -19,8 +19,8 @@
 
 use std::panic::AssertUnwindSafe;
 
-use pgrx::{PgMemoryContexts, PgTryBuilder};
 use pgrx::pg_sys;
+use pgrx::{PgMemoryContexts, PgTryBuilder};
 
 use crate::args;
 use crate::claim::{ClaimArgs, Claimed, Held, Outcome, claim_held};

@@ -25,13 +25,19 @@ fn repo() -> PathBuf {
 /// Why this run skips, if it does.
 fn skip_reason() -> Option<String> {
     if !matches!(common::MAJOR, "16" | "17" | "18") {
-        return Some(format!("Citus 14 does not support Postgres {}", common::MAJOR));
+        return Some(format!(
+            "Citus 14 does not support Postgres {}",
+            common::MAJOR
+        ));
     }
     match std::env::var("IDEM_CITUS").as_deref() {
         Ok("1") => None,
         Ok("0") => Some("IDEM_CITUS=0".into()),
         _ => {
-            let out = Command::new(common::pg_config()).arg("--sharedir").output().ok()?;
+            let out = Command::new(common::pg_config())
+                .arg("--sharedir")
+                .output()
+                .ok()?;
             let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
             if dir.join("extension/citus.control").exists() {
                 None
@@ -107,7 +113,9 @@ fn state(result: Result<Vec<postgres::Row>, postgres::Error>) -> String {
 }
 
 fn one<T: for<'a> postgres::types::FromSql<'a>>(c: &mut Client, sql: &str) -> T {
-    c.query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
+    c.query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
 }
 
 /// Every function through the coordinator, on the current distribution shape.
@@ -125,42 +133,80 @@ fn functions_answer_as_on_one_server(c: &mut Client, shape: &str) {
     // claim, complete, replay
     assert_eq!(claim(c, "k1", "h1"), ("new_claim".into(), 1));
     assert_eq!(claim(c, "k1", "h1"), ("processing_active".into(), 1));
-    c.execute("SELECT idem_complete($1, 'k1', '{\"a\": 1}')", &[&s]).expect("complete");
-    c.execute("SELECT idem_complete($1, 'k1', '{\"a\": 1}')", &[&s]).expect("a repeat is fine");
+    c.execute("SELECT idem_complete($1, 'k1', '{\"a\": 1}')", &[&s])
+        .expect("complete");
+    c.execute("SELECT idem_complete($1, 'k1', '{\"a\": 1}')", &[&s])
+        .expect("a repeat is fine");
     assert_eq!(
         state(c.query("SELECT idem_complete($1, 'k1', '{\"a\": 2}')", &[&s])),
         "P4010"
     );
     let row = c
-        .query_one("SELECT outcome::text, response::text FROM idem_claim($1, 'k1', 'h1')", &[&s])
+        .query_one(
+            "SELECT outcome::text, response::text FROM idem_claim($1, 'k1', 'h1')",
+            &[&s],
+        )
         .expect("replay");
     assert_eq!(row.get::<_, String>(0), "replay_success");
     assert_eq!(row.get::<_, String>(1), "{\"a\": 1}");
     // mismatch
-    assert_eq!(state(c.query("SELECT idem_claim($1, 'k1', 'other')", &[&s])), "P4002");
+    assert_eq!(
+        state(c.query("SELECT idem_claim($1, 'k1', 'other')", &[&s])),
+        "P4002"
+    );
     // checkpoint, takeover after the lease, fencing of the old attempt
     assert_eq!(claim(c, "k2", "h2"), ("new_claim".into(), 1));
-    let n: i32 = one(c, &format!("SELECT pg_catalog.num_nulls(idem_checkpoint('{s}', 'k2', 'p1', 1, '1 millisecond'))"));
+    let n: i32 = one(
+        c,
+        &format!(
+            "SELECT pg_catalog.num_nulls(idem_checkpoint('{s}', 'k2', 'p1', 1, '1 millisecond'))"
+        ),
+    );
     assert_eq!(n, 0);
     std::thread::sleep(Duration::from_millis(20));
     let row = c
-        .query_one("SELECT outcome::text, attempt, recovery_point FROM idem_claim($1, 'k2', 'h2')", &[&s])
+        .query_one(
+            "SELECT outcome::text, attempt, recovery_point FROM idem_claim($1, 'k2', 'h2')",
+            &[&s],
+        )
         .expect("takeover");
     assert_eq!(row.get::<_, i32>(1), 2, "{:?}", row.get::<_, String>(0));
     assert_eq!(row.get::<_, Option<String>>(2).as_deref(), Some("p1"));
-    assert_eq!(state(c.query("SELECT idem_complete($1, 'k2', '{}', attempt => 1)", &[&s])), "P4012");
-    assert_eq!(state(c.query("SELECT idem_fail($1, 'k2', true, 'E', 'm', attempt => 1)", &[&s])), "P4012");
-    assert_eq!(state(c.query("SELECT idem_checkpoint($1, 'k2', 'p', 1)", &[&s])), "P4012");
-    c.execute("SELECT idem_complete($1, 'k2', '{}', attempt => 2)", &[&s]).expect("current attempt");
+    assert_eq!(
+        state(c.query("SELECT idem_complete($1, 'k2', '{}', attempt => 1)", &[&s])),
+        "P4012"
+    );
+    assert_eq!(
+        state(c.query(
+            "SELECT idem_fail($1, 'k2', true, 'E', 'm', attempt => 1)",
+            &[&s]
+        )),
+        "P4012"
+    );
+    assert_eq!(
+        state(c.query("SELECT idem_checkpoint($1, 'k2', 'p', 1)", &[&s])),
+        "P4012"
+    );
+    c.execute("SELECT idem_complete($1, 'k2', '{}', attempt => 2)", &[&s])
+        .expect("current attempt");
     // fail retryable, then a new attempt; fail final, then final_failure
     assert_eq!(claim(c, "k3", "h3").1, 1);
-    c.execute("SELECT idem_fail($1, 'k3', true, 'E1', 'boom')", &[&s]).expect("fail");
+    c.execute("SELECT idem_fail($1, 'k3', true, 'E1', 'boom')", &[&s])
+        .expect("fail");
     assert_eq!(claim(c, "k3", "h3"), ("retryable_failure".into(), 2));
-    c.execute("SELECT idem_fail($1, 'k3', false, 'E2', 'final')", &[&s]).expect("fail final");
-    c.execute("SELECT idem_fail($1, 'k3', false, 'E2', 'final')", &[&s]).expect("a repeat is fine");
+    c.execute("SELECT idem_fail($1, 'k3', false, 'E2', 'final')", &[&s])
+        .expect("fail final");
+    c.execute("SELECT idem_fail($1, 'k3', false, 'E2', 'final')", &[&s])
+        .expect("a repeat is fine");
     assert_eq!(claim(c, "k3", "h3").0, "final_failure");
-    assert_eq!(state(c.query("SELECT idem_fail($1, 'k3', true)", &[&s])), "P4011");
-    assert_eq!(state(c.query("SELECT idem_checkpoint($1, 'nokey', 'p')", &[&s])), "P4013");
+    assert_eq!(
+        state(c.query("SELECT idem_fail($1, 'k3', true)", &[&s])),
+        "P4011"
+    );
+    assert_eq!(
+        state(c.query("SELECT idem_checkpoint($1, 'nokey', 'p')", &[&s])),
+        "P4013"
+    );
     // forget
     assert!(one::<bool>(c, &format!("SELECT idem_forget('{s}', 'k3')")));
     assert!(!one::<bool>(c, &format!("SELECT idem_forget('{s}', 'k3')")));
@@ -171,13 +217,37 @@ fn functions_answer_as_on_one_server(c: &mut Client, shape: &str) {
     .expect("claim + complete in one transaction");
     assert_eq!(claim(c, "k4", "h").0, "replay_success");
     // inbox, ordered updates, outbox (tables on the coordinator)
-    assert!(one::<bool>(c, &format!("SELECT idem_inbox_accept('{s}', 'm1', 'h')")));
-    assert!(!one::<bool>(c, &format!("SELECT idem_inbox_accept('{s}', 'm1', 'h')")));
-    assert_eq!(state(c.query("SELECT idem_inbox_accept($1, 'm1', 'other')", &[&s])), "P4050");
-    assert!(one::<bool>(c, &format!("SELECT idem_advance('{s}', 'e', 2)")));
-    assert!(!one::<bool>(c, &format!("SELECT idem_advance('{s}', 'e', 1)")));
-    let id: i64 = one(c, &format!("SELECT idem_outbox_put('{s}', '{{\"x\": 1}}', 'd1')"));
-    assert_eq!(one::<i64>(c, &format!("SELECT idem_outbox_put('{s}', '{{\"x\": 1}}', 'd1')")), id);
+    assert!(one::<bool>(
+        c,
+        &format!("SELECT idem_inbox_accept('{s}', 'm1', 'h')")
+    ));
+    assert!(!one::<bool>(
+        c,
+        &format!("SELECT idem_inbox_accept('{s}', 'm1', 'h')")
+    ));
+    assert_eq!(
+        state(c.query("SELECT idem_inbox_accept($1, 'm1', 'other')", &[&s])),
+        "P4050"
+    );
+    assert!(one::<bool>(
+        c,
+        &format!("SELECT idem_advance('{s}', 'e', 2)")
+    ));
+    assert!(!one::<bool>(
+        c,
+        &format!("SELECT idem_advance('{s}', 'e', 1)")
+    ));
+    let id: i64 = one(
+        c,
+        &format!("SELECT idem_outbox_put('{s}', '{{\"x\": 1}}', 'd1')"),
+    );
+    assert_eq!(
+        one::<i64>(
+            c,
+            &format!("SELECT idem_outbox_put('{s}', '{{\"x\": 1}}', 'd1')")
+        ),
+        id
+    );
     let taken: Vec<i64> = c
         .query("SELECT id FROM idem_outbox_take(10, topic => $1)", &[&s])
         .expect("take")
@@ -185,7 +255,10 @@ fn functions_answer_as_on_one_server(c: &mut Client, shape: &str) {
         .map(|r| r.get(0))
         .collect();
     assert_eq!(taken, vec![id]);
-    assert_eq!(one::<i64>(c, &format!("SELECT idem_outbox_ack(ARRAY[{id}]::int8[])")), 1);
+    assert_eq!(
+        one::<i64>(c, &format!("SELECT idem_outbox_ack(ARRAY[{id}]::int8[])")),
+        1
+    );
     // idem_call: the function runs once; the second call replays
     c.batch_execute(
         "CREATE TABLE IF NOT EXISTS public.call_effects (n int);
@@ -201,7 +274,8 @@ fn functions_answer_as_on_one_server(c: &mut Client, shape: &str) {
         .expect("idem_call");
     }
     assert_eq!(one::<i64>(c, "SELECT count(*) FROM public.call_effects"), 1);
-    c.batch_execute("DROP TABLE public.call_effects; DROP FUNCTION public.call_fn(jsonb)").expect("drop");
+    c.batch_execute("DROP TABLE public.call_effects; DROP FUNCTION public.call_fn(jsonb)")
+        .expect("drop");
 }
 
 /// 16 sessions claim the same 20 keys through the coordinator and apply an effect for each
@@ -260,7 +334,10 @@ fn race(citus: &Citus, shape: &str) {
     // A claim that finds the key held by a concurrent claim answers processing_active; no error.
     assert!(errors.is_empty(), "{errors:?}");
     let per_key: Vec<(String, i64)> = c
-        .query("SELECT key, count(*) FROM public.effects GROUP BY key ORDER BY key", &[])
+        .query(
+            "SELECT key, count(*) FROM public.effects GROUP BY key ORDER BY key",
+            &[],
+        )
         .expect("effects")
         .iter()
         .map(|r| (r.get(0), r.get(1)))
@@ -285,7 +362,9 @@ fn colocated_claim_is_single_shard(citus: &Citus) {
         .user("postgres")
         .dbname("postgres")
         .notice_callback(move |n| {
-            sink.lock().unwrap().push(format!("{} | {}", n.message(), n.detail().unwrap_or("")))
+            sink.lock()
+                .unwrap()
+                .push(format!("{} | {}", n.message(), n.detail().unwrap_or("")))
         })
         .connect(NoTls)
         .expect("connect");
@@ -306,7 +385,11 @@ fn colocated_claim_is_single_shard(citus: &Citus) {
         .map(|s| s.split_whitespace().next().unwrap_or("").to_string())
         .collect();
     assert!(!notices.is_empty(), "no remote command was logged");
-    assert_eq!(servers.len(), 1, "more than one node took part: {notices:#?}");
+    assert_eq!(
+        servers.len(),
+        1,
+        "more than one node took part: {notices:#?}"
+    );
     assert!(
         !notices.iter().any(|n| n.contains("PREPARE TRANSACTION")),
         "2PC was used: {notices:#?}"
@@ -326,7 +409,10 @@ fn colocated_claim_is_single_shard(citus: &Citus) {
 fn upkeep(citus: &Citus) {
     // Only what the logs say from here on (a round that met the shape switch's DROP EXTENSION
     // logs 42P01, as on one server).
-    let seen: Vec<usize> = ["coordinator", "worker1", "worker2"].iter().map(|n| citus.log(n).len()).collect();
+    let seen: Vec<usize> = ["coordinator", "worker1", "worker2"]
+        .iter()
+        .map(|n| citus.log(n).len())
+        .collect();
     // Every node's background worker runs a round a second (it is on by default).
     for port in [citus.port, citus.port + 1, citus.port + 2] {
         let mut node = Citus::connect_port(port);
@@ -345,10 +431,8 @@ fn upkeep(citus: &Citus) {
          SELECT idem_claim('up', 'old-' || i, 'h', lease => '1 millisecond', retention => '2 milliseconds') FROM generate_series(1, 30) i;",
     )
     .expect("setup");
-    c.batch_execute(
-        "SELECT idem_complete('up', 'old-' || i, '{}') FROM generate_series(1, 30) i",
-    )
-    .expect("complete old");
+    c.batch_execute("SELECT idem_complete('up', 'old-' || i, '{}') FROM generate_series(1, 30) i")
+        .expect("complete old");
     std::thread::sleep(Duration::from_millis(50));
     let reclaimed: i64 = one(&mut c, "SELECT idem_reclaim(1000)");
     // The background worker may have reclaimed some of them first; together: exactly 30 rows
@@ -364,13 +448,22 @@ fn upkeep(citus: &Citus) {
     assert_eq!(expired, 30);
     let purged: i64 = one(&mut c, "SELECT idem_purge(1000)");
     assert!(purged <= 30);
-    assert_eq!(one::<i64>(&mut c, "SELECT count(*) FROM idempotency.requests WHERE key LIKE 'old-%'"), 0);
+    assert_eq!(
+        one::<i64>(
+            &mut c,
+            "SELECT count(*) FROM idempotency.requests WHERE key LIKE 'old-%'"
+        ),
+        0
+    );
     assert_eq!(one::<i64>(&mut c, "SELECT idem_purge(1000)"), 0);
     // The workers did none of it, though their background workers kept running rounds.
     std::thread::sleep(Duration::from_millis(2500));
     for n in [1, 2] {
         let mut w = citus.worker(n);
-        let rounds: i64 = one(&mut w, "SELECT value FROM idem_metrics() WHERE name = 'maintenance_rounds'");
+        let rounds: i64 = one(
+            &mut w,
+            "SELECT value FROM idem_metrics() WHERE name = 'maintenance_rounds'",
+        );
         assert!(rounds > 0, "worker {n}'s background worker ran no round");
     }
     for n in [1, 2] {
@@ -384,7 +477,8 @@ fn upkeep(citus: &Citus) {
     for (node, from) in ["coordinator", "worker1", "worker2"].iter().zip(seen) {
         let log = citus.log(node).get(from..).unwrap_or_default().to_string();
         assert!(
-            !log.lines().any(|l| l.contains("idempotency: idem_") && l.contains("failed")),
+            !log.lines()
+                .any(|l| l.contains("idempotency: idem_") && l.contains("failed")),
             "{node}'s background upkeep failed:\n{log}"
         );
     }
@@ -399,7 +493,10 @@ fn citus_cluster() {
     let citus = Citus::up();
     let mut c = citus.coordinator();
     // Without distribution nothing changes; idem_distribute checks its arguments.
-    assert_eq!(state(c.query("SELECT idem_distribute('tenant')", &[])), "22023");
+    assert_eq!(
+        state(c.query("SELECT idem_distribute('tenant')", &[])),
+        "22023"
+    );
     for shape in ["key", "scope"] {
         if shape == "scope" {
             c.batch_execute(
@@ -407,8 +504,12 @@ fn citus_cluster() {
             )
             .expect("fresh extension");
         }
-        c.execute("SELECT idem_distribute($1)", &[&shape]).expect("idem_distribute");
-        assert_eq!(state(c.query("SELECT idem_distribute($1)", &[&shape])), "P4060");
+        c.execute("SELECT idem_distribute($1)", &[&shape])
+            .expect("idem_distribute");
+        assert_eq!(
+            state(c.query("SELECT idem_distribute($1)", &[&shape])),
+            "P4060"
+        );
         let functions: i64 = one(
             &mut c,
             "SELECT count(*) FROM pg_catalog.pg_dist_object o JOIN pg_proc p ON o.objid = p.oid \

@@ -89,7 +89,8 @@ fn database() -> Client {
     let mut db = cluster().connect("error_table");
     db.batch_execute("CREATE EXTENSION idempotency")
         .expect("extension");
-    db.batch_execute(&setup_sql()).expect("the page's setup block");
+    db.batch_execute(&setup_sql())
+        .expect("the page's setup block");
     db
 }
 
@@ -111,22 +112,41 @@ fn every_documented_rule_raises_its_sqlstate_and_writes_nothing() {
         let got = db.query_one(&format!("SELECT ({}) IS NULL", r.example), &[]);
         let after: Option<String> = db.query_one(FINGERPRINT, &[]).expect("fingerprint").get(0);
         match got {
-            Ok(_) => failures.push(format!("{} ({}): `{}` succeeded", r.function, r.rule, r.example)),
+            Ok(_) => failures.push(format!(
+                "{} ({}): `{}` succeeded",
+                r.function, r.rule, r.example
+            )),
             Err(e) => {
-                let message = e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
+                let message = e
+                    .as_db_error()
+                    .map(|d| d.message().to_string())
+                    .unwrap_or_default();
                 if sqlstate(&e) != r.code || message != r.message {
                     failures.push(format!(
                         "{} ({}): `{}` raised {} `{}`; the page says {} `{}`",
-                        r.function, r.rule, r.example, sqlstate(&e), message, r.code, r.message
+                        r.function,
+                        r.rule,
+                        r.example,
+                        sqlstate(&e),
+                        message,
+                        r.code,
+                        r.message
                     ));
                 }
             }
         }
         if before != after {
-            failures.push(format!("{} ({}): `{}` wrote", r.function, r.rule, r.example));
+            failures.push(format!(
+                "{} ({}): `{}` wrote",
+                r.function, r.rule, r.example
+            ));
         }
     }
-    assert!(failures.is_empty(), "docs/errors.md:\n{}", failures.join("\n"));
+    assert!(
+        failures.is_empty(),
+        "docs/errors.md:\n{}",
+        failures.join("\n")
+    );
 }
 
 /// Every SQLSTATE of src/errors.rs and of the ERRCODEs in sql/.
@@ -141,7 +161,11 @@ fn raised_codes() -> BTreeSet<String> {
     }
     for entry in std::fs::read_dir(format!("{root}/sql")).expect("sql/") {
         let path = entry.expect("entry").path();
-        let name = path.file_name().and_then(|n| n.to_str()).unwrap_or_default().to_string();
+        let name = path
+            .file_name()
+            .and_then(|n| n.to_str())
+            .unwrap_or_default()
+            .to_string();
         // Released scripts are frozen history; the current SQL is in the other files.
         if name.starts_with("idempotency--") || !name.ends_with(".sql") {
             continue;
@@ -171,5 +195,8 @@ fn every_sqlstate_the_extension_raises_has_a_row() {
     );
     // Every P4xxx has an example of its own, not only an exemption.
     let p4_exempt: Vec<_> = exempt.iter().filter(|c| c.starts_with("P4")).collect();
-    assert!(p4_exempt.is_empty(), "P4xxx codes need an example: {p4_exempt:?}");
+    assert!(
+        p4_exempt.is_empty(),
+        "P4xxx codes need an example: {p4_exempt:?}"
+    );
 }

@@ -47,9 +47,15 @@ fn documented() -> BTreeSet<String> {
     codes.remove("XX001");
     let errors = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/errors.md"))
         .expect("docs/errors.md");
-    let before = errors.split("\n## Before the call\n").nth(1).expect("## Before the call");
+    let before = errors
+        .split("\n## Before the call\n")
+        .nth(1)
+        .expect("## Before the call");
     let before = table_codes(before.split("\n## ").next().unwrap_or(before));
-    assert!(before.contains("22P02"), "docs/errors.md's Before the call table was not found");
+    assert!(
+        before.contains("22P02"),
+        "docs/errors.md's Before the call table was not found"
+    );
     codes.extend(before);
     codes
 }
@@ -108,7 +114,9 @@ impl Arg {
                 format!("'{cut}…' ({} bytes)", t.len())
             }
             Arg::Text(t) => format!("'{t}'"),
-            Arg::Bytes(b) if b.len() > 40 => format!("bytes {:02x?}… ({} bytes)", &b[..20], b.len()),
+            Arg::Bytes(b) if b.len() > 40 => {
+                format!("bytes {:02x?}… ({} bytes)", &b[..20], b.len())
+            }
             Arg::Bytes(b) => format!("bytes {b:02x?}"),
         }
     }
@@ -143,8 +151,19 @@ impl Gen {
                 "scope" | "consumer" | "stream" | "topic" => self.pick(SCOPES),
                 "key" | "message_id" | "entity" | "dedupe_key" => self.pick(KEYS),
                 "request_hash" | "message_hash" => self.pick(&["h1", "h2", "sha256:00"]),
-                "sqlstate" => self.pick(&["40001", "40P01", "P4002", "XX000", "0800", "080000", "08006", "57014", "p4002", "ab_de"]),
-                "profile" => self.pick(&["app", "publisher", "monitor", "admin", "", "APP", "app; drop"]),
+                "sqlstate" => self.pick(&[
+                    "40001", "40P01", "P4002", "XX000", "0800", "080000", "08006", "57014",
+                    "p4002", "ab_de",
+                ]),
+                "profile" => self.pick(&[
+                    "app",
+                    "publisher",
+                    "monitor",
+                    "admin",
+                    "",
+                    "APP",
+                    "app; drop",
+                ]),
                 "claimed_by" => self.pick(&["worker-1", "w2"]),
                 _ => self.pick(&["x", "42", "{}", "worker", "timeout"]),
             };
@@ -165,7 +184,13 @@ impl Gen {
             11 => "e\u{301}".into(),
             12 if self.huge && self.rng.random_bool(0.02) => self.repeat("z", 100 << 20),
             13 if self.ascii_db => {
-                let raw: &[&[u8]] = &[b"\xff\xfe", b"\xc3", b"\xed\xa0\x80", b"a\x80b", b"\xf4\x90\x80\x80"];
+                let raw: &[&[u8]] = &[
+                    b"\xff\xfe",
+                    b"\xc3",
+                    b"\xed\xa0\x80",
+                    b"a\x80b",
+                    b"\xf4\x90\x80\x80",
+                ];
                 return Arg::Bytes(raw[self.rng.random_range(0..raw.len())].to_vec());
             }
             14 => "\\u0000".into(),
@@ -181,7 +206,15 @@ impl Gen {
 
     fn json(&mut self, name: &str) -> Arg {
         if name == "headers" && self.rng.random_bool(0.5) {
-            let v = self.pick(&["{}", "{\"retry-after\":\"1\"}", "{\"a\":1}", "[]", "\"x\"", "{\"bad\\nname\":\"v\"}", "{\"x\":\"a\\r\\nb\"}"]);
+            let v = self.pick(&[
+                "{}",
+                "{\"retry-after\":\"1\"}",
+                "{\"a\":1}",
+                "[]",
+                "\"x\"",
+                "{\"bad\\nname\":\"v\"}",
+                "{\"x\":\"a\\r\\nb\"}",
+            ]);
             return Arg::Text(v.into());
         }
         let v = match self.rng.random_range(0..24) {
@@ -210,7 +243,10 @@ impl Gen {
             19 => format!("[{}]", vec!["0.1"; 50_000].join(",")),
             20 => format!(
                 "{{{}}}",
-                (0..3000).map(|i| format!("\"k{i:05}\":{i}")).collect::<Vec<_>>().join(",")
+                (0..3000)
+                    .map(|i| format!("\"k{i:05}\":{i}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
             ),
             21 => "{\"status\":200,\"headers\":{},\"body\":\"ok\"}".into(),
             22 => "not json".into(),
@@ -225,10 +261,20 @@ impl Gen {
         let v: String = match (name, ty) {
             (_, "text") => return self.pooled_text(name),
             ("headers", _) => "{}".into(),
-            ("response", _) if self.rng.random_bool(0.5) => {
-                self.pick(&["{\"status\":500,\"headers\":{},\"body\":\"down\"}", "{\"status\":409,\"headers\":{\"content-type\":\"text/plain\"},\"body\":null}"]).into()
-            }
-            (_, "jsonb" | "json") => self.pick(&["{}", "{\"amount\":10,\"currency\":\"EUR\"}", "[1,2]", "{\"b\":2,\"a\":1}"]).into(),
+            ("response", _) if self.rng.random_bool(0.5) => self
+                .pick(&[
+                    "{\"status\":500,\"headers\":{},\"body\":\"down\"}",
+                    "{\"status\":409,\"headers\":{\"content-type\":\"text/plain\"},\"body\":null}",
+                ])
+                .into(),
+            (_, "jsonb" | "json") => self
+                .pick(&[
+                    "{}",
+                    "{\"amount\":10,\"currency\":\"EUR\"}",
+                    "[1,2]",
+                    "{\"b\":2,\"a\":1}",
+                ])
+                .into(),
             // NULL: the current attempt, which is what most callers pass.
             ("attempt", _) if self.rng.random_bool(0.7) => return Arg::Null,
             ("attempt", _) => self.pick(&["1", "2"]).into(),
@@ -238,10 +284,19 @@ impl Gen {
             (_, "bigint[]") => self.pick(&["{1,2,3}", "{4}", "{}"]).into(),
             (_, "boolean") => self.pick(&["true", "false"]).into(),
             ("wait", _) => self.pick(&["0", "5 ms"]).into(),
-            ("lease", _) => self.pick(&["30 s", "1 min", "10 ms", "1 microsecond"]).into(),
+            ("lease", _) => self
+                .pick(&["30 s", "1 min", "10 ms", "1 microsecond"])
+                .into(),
             (_, "interval") => self.pick(&["1 day", "1 min", "0", "10 ms"]).into(),
             (_, "timestamp with time zone") => self.pick(&["now", "2026-11-23 12:00+00"]).into(),
-            (_, "regprocedure") => self.pick(&["fuzz.effect(jsonb)", "fuzz.fails(jsonb)", "fuzz.retryable(jsonb)", "fuzz.returns_null(jsonb)"]).into(),
+            (_, "regprocedure") => self
+                .pick(&[
+                    "fuzz.effect(jsonb)",
+                    "fuzz.fails(jsonb)",
+                    "fuzz.retryable(jsonb)",
+                    "fuzz.returns_null(jsonb)",
+                ])
+                .into(),
             (_, "regrole") => "fuzz_app".into(),
             (_, "text[]") => "{amount}".into(),
             _ => return self.arg(name, ty),
@@ -274,7 +329,11 @@ impl Gen {
     fn args(&mut self, f: &Function) -> Vec<Arg> {
         let n = f.args.len();
         let mode = self.rng.random_range(0..10);
-        let odd = if n > 0 { self.rng.random_range(0..n) } else { 0 };
+        let odd = if n > 0 {
+            self.rng.random_range(0..n)
+        } else {
+            0
+        };
         f.args
             .iter()
             .enumerate()
@@ -293,8 +352,32 @@ impl Gen {
         let v: String = match ty {
             "text" => return self.text(name),
             "jsonb" | "json" => return self.json(name),
-            "integer" => self.pick(&["0", "1", "2", "3", "-1", "100", "1000", "2147483647", "-2147483648", "2147483648", "x"]).into(),
-            "bigint" => self.pick(&["0", "1", "-1", "2", "9223372036854775807", "-9223372036854775808", "9223372036854775808"]).into(),
+            "integer" => self
+                .pick(&[
+                    "0",
+                    "1",
+                    "2",
+                    "3",
+                    "-1",
+                    "100",
+                    "1000",
+                    "2147483647",
+                    "-2147483648",
+                    "2147483648",
+                    "x",
+                ])
+                .into(),
+            "bigint" => self
+                .pick(&[
+                    "0",
+                    "1",
+                    "-1",
+                    "2",
+                    "9223372036854775807",
+                    "-9223372036854775808",
+                    "9223372036854775808",
+                ])
+                .into(),
             "bigint[]" => match self.rng.random_range(0..8) {
                 0 => "{}".into(),
                 1 => "{1,2,3}".into(),
@@ -302,29 +385,76 @@ impl Gen {
                 3 => "{-1,9223372036854775807}".into(),
                 4 => "{{1,2},{3,4}}".into(),
                 5 => "[5:6]={1,2}".into(),
-                6 => format!("{{{}}}", (1..20_000).map(|i| i.to_string()).collect::<Vec<_>>().join(",")),
+                6 => format!(
+                    "{{{}}}",
+                    (1..20_000)
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
                 _ => "{x}".into(),
             },
             "boolean" => self.pick(&["true", "false", "maybe"]).into(),
-            "interval" if name == "wait" => self.pick(&["0", "1 ms", "15 ms", "-1 ms", "-infinity"]).into(),
+            "interval" if name == "wait" => self
+                .pick(&["0", "1 ms", "15 ms", "-1 ms", "-infinity"])
+                .into(),
             "interval" => self
                 .pick(&[
-                    "1 microsecond", "10 ms", "30 s", "1 day", "0", "-1 s", "-178000000 years",
-                    "178000000 years", "infinity", "-infinity", "1 mon -30 days", "1 mon -31 days",
-                    "P1Y2M3DT4H5M6S", "2147483647 days", "oops",
+                    "1 microsecond",
+                    "10 ms",
+                    "30 s",
+                    "1 day",
+                    "0",
+                    "-1 s",
+                    "-178000000 years",
+                    "178000000 years",
+                    "infinity",
+                    "-infinity",
+                    "1 mon -30 days",
+                    "1 mon -31 days",
+                    "P1Y2M3DT4H5M6S",
+                    "2147483647 days",
+                    "oops",
                 ])
                 .into(),
             "timestamp with time zone" => self
-                .pick(&["now", "infinity", "-infinity", "epoch", "4713-01-01 00:00 BC", "294276-12-31 23:59:59+00", "2026-11-23 12:00+00", "garbage"])
+                .pick(&[
+                    "now",
+                    "infinity",
+                    "-infinity",
+                    "epoch",
+                    "4713-01-01 00:00 BC",
+                    "294276-12-31 23:59:59+00",
+                    "2026-11-23 12:00+00",
+                    "garbage",
+                ])
                 .into(),
             "regprocedure" => self
                 .pick(&[
-                    "fuzz.effect(jsonb)", "fuzz.fails(jsonb)", "fuzz.retryable(jsonb)", "fuzz.returns_null(jsonb)",
-                    "fuzz.wrong(integer)", "fuzz.setof(jsonb)", "fuzz.definer(jsonb)", "0", "4294967295",
-                    "pg_catalog.jsonb_typeof(jsonb)", "nosuch(jsonb)", "fuzz.effect",
+                    "fuzz.effect(jsonb)",
+                    "fuzz.fails(jsonb)",
+                    "fuzz.retryable(jsonb)",
+                    "fuzz.returns_null(jsonb)",
+                    "fuzz.wrong(integer)",
+                    "fuzz.setof(jsonb)",
+                    "fuzz.definer(jsonb)",
+                    "0",
+                    "4294967295",
+                    "pg_catalog.jsonb_typeof(jsonb)",
+                    "nosuch(jsonb)",
+                    "fuzz.effect",
                 ])
                 .into(),
-            "regrole" => self.pick(&["fuzz_app", "fuzz_other", "postgres", "nosuch", "0", "\"fuzz_app\""]).into(),
+            "regrole" => self
+                .pick(&[
+                    "fuzz_app",
+                    "fuzz_other",
+                    "postgres",
+                    "nosuch",
+                    "0",
+                    "\"fuzz_app\"",
+                ])
+                .into(),
             "idempotency.idem_claim_result" | "idem_claim_result" => self
                 .pick(&[
                     "(new_claim,1,,,,,,)",
@@ -403,17 +533,15 @@ fn statement(f: &Function, args: &[Arg], in_from: bool) -> (String, Vec<Type>) {
     let exprs: Vec<String> = args
         .iter()
         .zip(&f.args)
-        .map(|(arg, (_, ty))| {
-            match arg {
-                Arg::Null => format!("NULL::{ty}"),
-                Arg::Text(_) => {
-                    types.push(Type::TEXT);
-                    format!("(${}::text)::{ty}", types.len())
-                }
-                Arg::Bytes(_) => {
-                    types.push(Type::BYTEA);
-                    format!("convert_from(${}::bytea, 'SQL_ASCII')::{ty}", types.len())
-                }
+        .map(|(arg, (_, ty))| match arg {
+            Arg::Null => format!("NULL::{ty}"),
+            Arg::Text(_) => {
+                types.push(Type::TEXT);
+                format!("(${}::text)::{ty}", types.len())
+            }
+            Arg::Bytes(_) => {
+                types.push(Type::BYTEA);
+                format!("convert_from(${}::bytea, 'SQL_ASCII')::{ty}", types.len())
             }
         })
         .collect();
@@ -426,7 +554,13 @@ fn statement(f: &Function, args: &[Arg], in_from: bool) -> (String, Vec<Type>) {
     (sql, types)
 }
 
-fn run_thread(index: usize, calls: u64, seed: u64, huge: bool, allowed: &BTreeSet<String>) -> Tally {
+fn run_thread(
+    index: usize,
+    calls: u64,
+    seed: u64,
+    huge: bool,
+    allowed: &BTreeSet<String>,
+) -> Tally {
     let ascii = index % 2 == 1;
     let db = format!("fuzz_{index}");
     prepare(&mut cluster().connect("postgres"), &db, ascii);
@@ -446,7 +580,10 @@ fn run_thread(index: usize, calls: u64, seed: u64, huge: bool, allowed: &BTreeSe
         finish_last: false,
     };
     let mut tally = Tally::default();
-    let mut before: String = admin.query_one(FINGERPRINT, &[]).expect("fingerprint").get(0);
+    let mut before: String = admin
+        .query_one(FINGERPRINT, &[])
+        .expect("fingerprint")
+        .get(0);
     for n in 0..calls {
         if n > 0 && n % 50_000 == 0 {
             eprintln!("sql fuzz: thread {index}: {n} of {calls} calls");
@@ -458,12 +595,20 @@ fn run_thread(index: usize, calls: u64, seed: u64, huge: bool, allowed: &BTreeSe
                      idempotency.outbox, fuzz.effects",
                 )
                 .expect("truncate");
-            before = admin.query_one(FINGERPRINT, &[]).expect("fingerprint").get(0);
+            before = admin
+                .query_one(FINGERPRINT, &[])
+                .expect("fingerprint")
+                .get(0);
         }
         let f = &list[g.rng.random_range(0..list.len())];
-        let finisher = ["idem_complete", "idem_fail", "idem_checkpoint", "idem_http_fail"]
-            .iter()
-            .any(|n| f.name.ends_with(&format!(".{n}")));
+        let finisher = [
+            "idem_complete",
+            "idem_fail",
+            "idem_checkpoint",
+            "idem_http_fail",
+        ]
+        .iter()
+        .any(|n| f.name.ends_with(&format!(".{n}")));
         g.finish_last = finisher && g.rng.random_bool(0.7);
         let args = g.args(f);
         let in_from = g.rng.random_bool(0.5);
@@ -483,10 +628,13 @@ fn run_thread(index: usize, calls: u64, seed: u64, huge: bool, allowed: &BTreeSe
             .filter_map(|a| match a {
                 Arg::Null => None,
                 Arg::Text(t) => Some(Box::new(t.clone()) as Box<dyn postgres::types::ToSql + Sync>),
-                Arg::Bytes(b) => Some(Box::new(b.clone()) as Box<dyn postgres::types::ToSql + Sync>),
+                Arg::Bytes(b) => {
+                    Some(Box::new(b.clone()) as Box<dyn postgres::types::ToSql + Sync>)
+                }
             })
             .collect();
-        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> = params.iter().map(|b| b.as_ref()).collect();
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            params.iter().map(|b| b.as_ref()).collect();
         let result = client
             .prepare_typed(&sql, &types)
             .and_then(|stmt| client.query(&stmt, &refs));
@@ -606,5 +754,8 @@ fn every_function_survives_hostile_arguments() {
 }
 
 fn env(name: &str, default: u64) -> u64 {
-    std::env::var(name).ok().and_then(|v| v.parse().ok()).unwrap_or(default)
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
 }

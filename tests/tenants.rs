@@ -24,14 +24,17 @@ fn database(name: &str) -> Client {
         admin.batch_execute(&sql).expect("database");
     }
     let mut db = cluster().connect(name);
-    db.batch_execute("CREATE EXTENSION idempotency").expect("extension");
+    db.batch_execute("CREATE EXTENSION idempotency")
+        .expect("extension");
     db
 }
 
 /// The first column as text, or `ERROR <sqlstate>`.
 fn answer(c: &mut Client, sql: &str) -> String {
     match c.query_one(sql, &[]) {
-        Ok(row) => row.get::<_, Option<String>>(0).unwrap_or_else(|| "NULL".into()),
+        Ok(row) => row
+            .get::<_, Option<String>>(0)
+            .unwrap_or_else(|| "NULL".into()),
         Err(e) => format!("ERROR {}", sqlstate(&e)),
     }
 }
@@ -40,12 +43,19 @@ fn answer(c: &mut Client, sql: &str) -> String {
 fn as_tenant(c: &mut Client, tenant: Option<&str>, sql: &str) -> String {
     c.batch_execute("BEGIN").expect("begin");
     if let Some(t) = tenant {
-        c.execute("SELECT pg_catalog.set_config('app.tenant', $1, true)", &[&t])
-            .expect("set tenant");
+        c.execute(
+            "SELECT pg_catalog.set_config('app.tenant', $1, true)",
+            &[&t],
+        )
+        .expect("set tenant");
     }
     let out = answer(c, sql);
-    c.batch_execute(if out.starts_with("ERROR") { "ROLLBACK" } else { "COMMIT" })
-        .expect("end");
+    c.batch_execute(if out.starts_with("ERROR") {
+        "ROLLBACK"
+    } else {
+        "COMMIT"
+    })
+    .expect("end");
     out
 }
 
@@ -99,19 +109,72 @@ fn isolation(name: &str, warm_first: bool) {
     let q = |s: &str| s.to_string();
 
     // acme works as without RLS.
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"), "new_claim");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT 'done' FROM idem_complete('acme', 'k', '{\"n\": 1}')"), "done");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"), "replay_success");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme/payments', 'k', 'h1')"), "new_claim");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_claim('acme', 'open', 'h1')"), "new_claim");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT idem_inbox_accept('acme', 'm1', 'mh')::text"), "true");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT idem_advance('acme', 'e', 3)::text"), "true");
     assert_eq!(
-        as_tenant(&mut pool, acme, "SELECT (idem_outbox_put('acme/events', '{\"x\": 1}') IS NOT NULL)::text"),
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"
+        ),
+        "new_claim"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT 'done' FROM idem_complete('acme', 'k', '{\"n\": 1}')"
+        ),
+        "done"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"
+        ),
+        "replay_success"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT outcome::text FROM idem_claim('acme/payments', 'k', 'h1')"
+        ),
+        "new_claim"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT outcome::text FROM idem_claim('acme', 'open', 'h1')"
+        ),
+        "new_claim"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT idem_inbox_accept('acme', 'm1', 'mh')::text"
+        ),
         "true"
     );
     assert_eq!(
-        as_tenant(&mut pool, acme, "SELECT outcome::text FROM idem_call('acme', 'call', '{\"a\": 1}', 'public.effect(jsonb)')"),
+        as_tenant(&mut pool, acme, "SELECT idem_advance('acme', 'e', 3)::text"),
+        "true"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT (idem_outbox_put('acme/events', '{\"x\": 1}') IS NOT NULL)::text"
+        ),
+        "true"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT outcome::text FROM idem_call('acme', 'call', '{\"a\": 1}', 'public.effect(jsonb)')"
+        ),
         "new_claim"
     );
     // The P4002 DETAIL names this request's hash only.
@@ -120,11 +183,21 @@ fn isolation(name: &str, warm_first: bool) {
         Err(e) => panic!("set tenant: {e}"),
     }
     let err = pool
-        .query_one("SELECT outcome::text FROM idem_claim('acme', 'k', 'h-other')", &[])
+        .query_one(
+            "SELECT outcome::text FROM idem_claim('acme', 'k', 'h-other')",
+            &[],
+        )
         .expect_err("hash mismatch");
     assert_eq!(sqlstate(&err), "P4002");
-    let detail = err.as_db_error().and_then(|d| d.detail()).unwrap_or_default().to_string();
-    assert!(!detail.contains("h1"), "P4002 DETAIL shows the stored hash: {detail}");
+    let detail = err
+        .as_db_error()
+        .and_then(|d| d.detail())
+        .unwrap_or_default()
+        .to_string();
+    assert!(
+        !detail.contains("h1"),
+        "P4002 DETAIL shows the stored hash: {detail}"
+    );
     pool.batch_execute("RESET app.tenant").expect("reset");
 
     let before = fingerprint(&mut owner);
@@ -142,12 +215,25 @@ fn isolation(name: &str, warm_first: bool) {
         "SELECT idem_outbox_put('acme/events', '{}')::text",
     ];
     for sql in refused {
-        assert_eq!(as_tenant(&mut pool, globex, sql), "ERROR 42501", "globex: {sql}");
+        assert_eq!(
+            as_tenant(&mut pool, globex, sql),
+            "ERROR 42501",
+            "globex: {sql}"
+        );
     }
     let not_found = [
-        ("SELECT 'done' FROM idem_complete('acme', 'open', '{}')", "ERROR P4010"),
-        ("SELECT 'done' FROM idem_fail('acme', 'open', false, 'x', 'y')", "ERROR P4011"),
-        ("SELECT (idem_checkpoint('acme', 'open', 'step') IS NOT NULL)::text", "ERROR P4013"),
+        (
+            "SELECT 'done' FROM idem_complete('acme', 'open', '{}')",
+            "ERROR P4010",
+        ),
+        (
+            "SELECT 'done' FROM idem_fail('acme', 'open', false, 'x', 'y')",
+            "ERROR P4011",
+        ),
+        (
+            "SELECT (idem_checkpoint('acme', 'open', 'step') IS NOT NULL)::text",
+            "ERROR P4013",
+        ),
         ("SELECT idem_forget('acme', 'k')::text", "false"),
         ("SELECT idem_forget('acme', 'open')::text", "false"),
         ("SELECT count(*)::text FROM idempotency.requests", "0"),
@@ -156,36 +242,103 @@ fn isolation(name: &str, warm_first: bool) {
         ("SELECT count(*)::text FROM idem_outbox_take(100)", "0"),
     ];
     for (sql, want) in not_found {
-        let want = if warm_first && sql.contains("FROM idempotency.requests") { "1" } else { want };
+        let want = if warm_first && sql.contains("FROM idempotency.requests") {
+            "1"
+        } else {
+            want
+        };
         assert_eq!(as_tenant(&mut pool, globex, sql), q(want), "globex: {sql}");
     }
     // No tenant at all: nothing visible, nothing writable.
-    assert_eq!(as_tenant(&mut pool, None, "SELECT count(*)::text FROM idempotency.requests"), "0");
     assert_eq!(
-        as_tenant(&mut pool, None, "SELECT outcome::text FROM idem_claim('acme', 'x', 'h')"),
+        as_tenant(
+            &mut pool,
+            None,
+            "SELECT count(*)::text FROM idempotency.requests"
+        ),
+        "0"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            None,
+            "SELECT outcome::text FROM idem_claim('acme', 'x', 'h')"
+        ),
         "ERROR 42501"
     );
     assert_eq!(
-        as_tenant(&mut pool, Some(""), "SELECT outcome::text FROM idem_claim('/x', 'x', 'h')"),
+        as_tenant(
+            &mut pool,
+            Some(""),
+            "SELECT outcome::text FROM idem_claim('/x', 'x', 'h')"
+        ),
         "ERROR 42501"
     );
-    assert_eq!(fingerprint(&mut owner), before, "globex changed acme's rows");
+    assert_eq!(
+        fingerprint(&mut owner),
+        before,
+        "globex changed acme's rows"
+    );
 
     // globex's own scopes, keys that acme also uses: independent.
-    assert_eq!(as_tenant(&mut pool, globex, "SELECT outcome::text FROM idem_claim('globex', 'k', 'h2')"), "new_claim");
-    assert_eq!(as_tenant(&mut pool, globex, "SELECT 'done' FROM idem_complete('globex', 'k', '{\"g\": 1}')"), "done");
-    assert_eq!(as_tenant(&mut pool, globex, "SELECT response::text FROM idem_claim('globex', 'k', 'h2')"), "{\"g\": 1}");
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT response::text FROM idem_claim('acme', 'k', 'h1')"), "{\"n\": 1}");
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            globex,
+            "SELECT outcome::text FROM idem_claim('globex', 'k', 'h2')"
+        ),
+        "new_claim"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            globex,
+            "SELECT 'done' FROM idem_complete('globex', 'k', '{\"g\": 1}')"
+        ),
+        "done"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            globex,
+            "SELECT response::text FROM idem_claim('globex', 'k', 'h2')"
+        ),
+        "{\"g\": 1}"
+    );
+    assert_eq!(
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT response::text FROM idem_claim('acme', 'k', 'h1')"
+        ),
+        "{\"n\": 1}"
+    );
     // Each takes only its own outbox messages.
     assert_eq!(
-        as_tenant(&mut pool, acme, "SELECT string_agg(topic, ',') FROM idem_outbox_take(100)"),
+        as_tenant(
+            &mut pool,
+            acme,
+            "SELECT string_agg(topic, ',') FROM idem_outbox_take(100)"
+        ),
         "acme/events"
     );
     // acme forgets its own record; globex's stays.
-    assert_eq!(as_tenant(&mut pool, acme, "SELECT idem_forget('acme', 'k')::text"), "true");
-    assert_eq!(answer(&mut owner, "SELECT string_agg(scope, ',' ORDER BY scope) FROM idempotency.requests WHERE key = 'k'"), "acme/payments,globex");
+    assert_eq!(
+        as_tenant(&mut pool, acme, "SELECT idem_forget('acme', 'k')::text"),
+        "true"
+    );
+    assert_eq!(
+        answer(
+            &mut owner,
+            "SELECT string_agg(scope, ',' ORDER BY scope) FROM idempotency.requests WHERE key = 'k'"
+        ),
+        "acme/payments,globex"
+    );
     // One effect: globex's idem_call attempts ran nothing.
-    assert_eq!(answer(&mut owner, "SELECT count(*)::text FROM public.effects"), "1");
+    assert_eq!(
+        answer(&mut owner, "SELECT count(*)::text FROM public.effects"),
+        "1"
+    );
 }
 
 #[test]

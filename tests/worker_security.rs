@@ -193,17 +193,20 @@ fn a_failing_step_does_not_skip_the_others() {
                     published_at = now() - interval '8 days' WHERE topic = 'w2';",
         )
         .expect("rows under the lock");
-    wait_for("the inbox and outbox are purged while the lock is held", || {
-        let inbox = count(
-            &mut other,
-            "SELECT count(*) FROM idempotency.inbox WHERE consumer = 'w2'",
-        );
-        let outbox = count(
-            &mut other,
-            "SELECT count(*) FROM idempotency.outbox WHERE topic = 'w2'",
-        );
-        inbox == 0 && outbox == 0
-    });
+    wait_for(
+        "the inbox and outbox are purged while the lock is held",
+        || {
+            let inbox = count(
+                &mut other,
+                "SELECT count(*) FROM idempotency.inbox WHERE consumer = 'w2'",
+            );
+            let outbox = count(
+                &mut other,
+                "SELECT count(*) FROM idempotency.outbox WHERE topic = 'w2'",
+            );
+            inbox == 0 && outbox == 0
+        },
+    );
     holder.batch_execute("COMMIT").expect("unlock");
     wait_for("the record is purged once the lock is gone", || {
         left(&mut db).0 == 0
