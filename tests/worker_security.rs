@@ -37,9 +37,11 @@ fn count(client: &mut Client, sql: &str) -> i64 {
 fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
     let started = Instant::now();
     while !check() {
+        // Generous: six tests share one server, each database waits its turn for a worker
+        // round, and CI machines are loaded (20 s was missed once on PG18).
         assert!(
-            started.elapsed() < Duration::from_secs(20),
-            "{what}: not within 20 s"
+            started.elapsed() < Duration::from_secs(60),
+            "{what}: not within 60 s"
         );
         std::thread::sleep(Duration::from_millis(50));
     }
