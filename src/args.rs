@@ -22,6 +22,48 @@ macro_rules! function_info_v1 {
 }
 pub(crate) use function_info_v1;
 
+/// What a C function's body returns, as the function's result datum.
+pub trait IntoReturn {
+    fn into_return(self) -> pg_sys::Datum;
+}
+
+impl IntoReturn for pg_sys::Datum {
+    fn into_return(self) -> pg_sys::Datum {
+        self
+    }
+}
+
+impl IntoReturn for () {
+    fn into_return(self) -> pg_sys::Datum {
+        pg_sys::Datum::from(0)
+    }
+}
+
+impl IntoReturn for bool {
+    fn into_return(self) -> pg_sys::Datum {
+        pg_sys::Datum::from(self)
+    }
+}
+
+/// Declare the V1 C function `$name` (and its `$finfo` record) whose body is
+/// `$body(fcinfo) -> Result<impl IntoReturn>`. An error is raised here, in the outermost
+/// frame, after the body has returned and every Rust value it made is dropped
+/// (`errors::raise` longjmps).
+macro_rules! c_function {
+    ($name:ident, $finfo:ident, $body:path) => {
+        $crate::args::function_info_v1!($finfo);
+        #[::pgrx::pg_guard]
+        #[unsafe(no_mangle)]
+        pub extern "C-unwind" fn $name(
+            fcinfo: ::pgrx::pg_sys::FunctionCallInfo,
+        ) -> ::pgrx::pg_sys::Datum {
+            let result = $body(fcinfo);
+            $crate::args::IntoReturn::into_return($crate::errors::OrRaise::or_raise(result))
+        }
+    };
+}
+pub(crate) use c_function;
+
 /// Argument `n` of a text-like type, as bytes (detoasted, not copied when short).
 ///
 /// # Safety

@@ -11,15 +11,18 @@
 
 use core::ffi::CStr;
 
-use pgrx::PgMemoryContexts;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
-use crate::args::{self, function_info_v1};
-use crate::claim::{self, ClaimArgs, Claimed, Outcome, Status, int4_arg, text_arg};
+use crate::args::{self, c_function, function_info_v1};
+use crate::change::{Path, change_attempt};
+use crate::claim::{self, ClaimArgs, Claimed};
 use crate::errors::{self, IdemError, OrRaise, Result, SqlState};
-use crate::finish::{Ending, end_attempt};
 use crate::input;
+use crate::record::{Outcome, Status};
+use crate::result_row::CallSite;
+use crate::spi::text_arg;
+use crate::transition::Transition;
 
 unsafe extern "C-unwind" {
     // csrc/call_guard.c
@@ -80,12 +83,7 @@ fn retryable(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     Ok(is_transient(&parse_sqlstate(text)?))
 }
 
-function_info_v1!(pg_finfo_idem_retryable);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_retryable(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(retryable(fcinfo).or_raise())
-}
+c_function!(idem_retryable, pg_finfo_idem_retryable, retryable);
 
 // ---------------------------------------------------------------------------------------------
 // The request hash
@@ -128,7 +126,7 @@ impl Answer {
     }
 
     /// Form the row in `target` (the caller's memory), copying values out of SPI memory.
-    fn form(&self, site: &crate::call_site::CallSite, target: pg_sys::MemoryContext) -> Datum {
+    fn form(&self, site: &CallSite, target: pg_sys::MemoryContext) -> Datum {
         let values = [
             Some(site.outcome_datum(self.outcome)),
             self.response,
@@ -136,17 +134,7 @@ impl Answer {
             self.failure_message,
             self.attempt.map(Datum::from),
         ];
-        let mut datums = values.map(|v| v.unwrap_or(Datum::from(0)));
-        let mut nulls = values.map(|v| v.is_none());
-        // SAFETY: idem_call's result has these 5 columns; heap_form_tuple copies the values,
-        // and HeapTupleHeaderGetDatum flattens a toasted response.
-        unsafe {
-            PgMemoryContexts::For(target).switch_to(|_| {
-                let tuple =
-                    pg_sys::heap_form_tuple(site.tupdesc, datums.as_mut_ptr(), nulls.as_mut_ptr());
-                pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
-            })
-        }
+        site.form(&values, target)
     }
 }
 
@@ -167,7 +155,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
                 })?,
             input::positive_interval("lease", args::interval(fcinfo, 4))?,
             input::positive_interval("retention", args::interval(fcinfo, 5))?,
-            crate::call_site::call_site(fcinfo)?,
+            crate::result_row::call_site(fcinfo)?,
         )
     };
     crate::call_target::check_function(fn_oid)?;
@@ -212,17 +200,13 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
 
     if err.is_null() {
         let response = (!isnull).then_some(result);
-        let ending = Ending {
-            status: Status::Succeeded,
-            response,
-            failure_code: None,
-            failure_message: None,
-        };
-        let args = [text_arg(scope), text_arg(key), response, int4_arg(attempt)];
-        let complete = &crate::finish::COMPLETE;
-        if !end_attempt(&mut held.conn, scope, key, attempt, ending, complete, &args)? {
+        let complete = Transition::Complete { response };
+        let path = Path::DirectOrSql;
+        let Ok(changed) = change_attempt(&mut held.conn, scope, key, attempt, &complete, path)?
+        else {
             return Err(record_vanished(scope, key, "complete"));
-        }
+        };
+        crate::metrics::count_write(changed.direct);
         crate::metrics::count_completion();
         let answer = Answer {
             outcome,
@@ -250,23 +234,16 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
     let message = input::clip(message, input::MAX_TEXT_BYTES);
     let code_text = text_arg(SqlState(code).as_str().as_bytes());
     let message_text = text_arg(message);
-    let args = [
-        text_arg(scope),
-        text_arg(key),
-        code_text,
-        message_text,
-        int4_arg(attempt),
-    ];
-    let ending = Ending {
+    let fail = Transition::Fail {
         status: Status::FailedFinal,
-        response: None,
-        failure_code: code_text,
-        failure_message: message_text,
+        code: code_text,
+        message: message_text,
     };
-    let fail = &crate::finish::FAIL_FINAL;
-    if !end_attempt(&mut held.conn, scope, key, attempt, ending, fail, &args)? {
+    let path = Path::DirectOrSql;
+    let Ok(changed) = change_attempt(&mut held.conn, scope, key, attempt, &fail, path)? else {
         return Err(record_vanished(scope, key, "fail"));
-    }
+    };
+    crate::metrics::count_write(changed.direct);
     crate::metrics::count_failure();
     let answer = Answer {
         outcome: Outcome::FinalFailure,
@@ -320,12 +297,6 @@ pub extern "C-unwind" fn idem_call(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
         Finish::Rethrow(edata) => unsafe { ReThrowError(edata) },
     }
 }
-
-extension_sql_file!(
-    "../sql/call.sql",
-    name = "call_functions",
-    requires = ["bootstrap"]
-);
 
 #[cfg(test)]
 mod tests {

@@ -23,8 +23,8 @@ use pgrx::pg_sys;
 use pgrx::{PgMemoryContexts, PgTryBuilder};
 
 use crate::args;
-use crate::claim::{ClaimArgs, Claimed, Held, Outcome, claim_held};
 use crate::errors::{self, IdemError, Result};
+use crate::record::Outcome;
 
 /// The longest single sleep: how late a waiter may notice that its holder finished.
 const MAX_SLEEP_MS: i64 = 50;
@@ -57,33 +57,40 @@ pub(crate) unsafe fn wait_arg(fcinfo: pg_sys::FunctionCallInfo) -> Result<Option
     Ok((micros > 0).then(|| micros.min(i64::MAX as i128 / 4) as i64))
 }
 
-/// Claim `args`, waiting up to `wait` microseconds while the key is `processing_active`.
-pub(crate) fn claim_waiting(args: &ClaimArgs<'_>, wait: Option<i64>) -> Result<(Claimed, Held)> {
-    if let Some(wait) = wait {
+/// Wait up to `wait` microseconds while `probe_claim` (a claim whose effects are rolled back)
+/// answers `processing_active`; the caller then claims for real.
+pub(crate) fn wait_while_active(
+    wait: Option<i64>,
+    mut probe_claim: impl FnMut() -> Result<Option<Outcome>>,
+) -> Result<()> {
+    let Some(wait) = wait else {
+        return Ok(());
+    };
+    // SAFETY: reads the clock.
+    let deadline = unsafe { pg_sys::GetCurrentTimestamp() }.saturating_add(wait);
+    // Each probe allocates here; the context is reset after it and deleted at the end.
+    let mut memory = PgMemoryContexts::new("idem_claim wait");
+    let mut sleep_ms: i64 = 1;
+    loop {
+        let outcome = probe(&mut probe_claim, &mut memory)?;
         // SAFETY: reads the clock.
-        let deadline = unsafe { pg_sys::GetCurrentTimestamp() }.saturating_add(wait);
-        // Each probe allocates here; the context is reset after it and deleted at the end.
-        let mut memory = PgMemoryContexts::new("idem_claim wait");
-        let mut sleep_ms: i64 = 1;
-        loop {
-            let outcome = probe(args, &mut memory)?;
-            // SAFETY: reads the clock.
-            let left_ms = (deadline - unsafe { pg_sys::GetCurrentTimestamp() }) / 1000;
-            if outcome != Some(Outcome::ProcessingActive) || left_ms <= 0 {
-                break;
-            }
-            sleep(sleep_ms.min(left_ms));
-            sleep_ms = (sleep_ms * 2).min(MAX_SLEEP_MS);
+        let left_ms = (deadline - unsafe { pg_sys::GetCurrentTimestamp() }) / 1000;
+        if outcome != Some(Outcome::ProcessingActive) || left_ms <= 0 {
+            return Ok(());
         }
+        sleep(sleep_ms.min(left_ms));
+        sleep_ms = (sleep_ms * 2).min(MAX_SLEEP_MS);
     }
-    claim_held(args)
 }
 
-/// What a claim of `args` would answer now, leaving nothing behind: it runs in a subtransaction
-/// that is rolled back, in `memory`, which is reset afterwards. A Postgres error inside (say, a
-/// lease past the timestamp range) rolls the subtransaction back too before it goes on up:
-/// left open, it would leave the session in an aborted subtransaction that nothing ends.
-fn probe(args: &ClaimArgs<'_>, memory: &mut PgMemoryContexts) -> Result<Option<Outcome>> {
+/// What `probe_claim` answers now, leaving nothing behind: it runs in a subtransaction that is
+/// rolled back, in `memory`, which is reset afterwards. A Postgres error inside (say, a lease
+/// past the timestamp range) rolls the subtransaction back too before it goes on up: left
+/// open, it would leave the session in an aborted subtransaction that nothing ends.
+fn probe(
+    probe_claim: &mut impl FnMut() -> Result<Option<Outcome>>,
+    memory: &mut PgMemoryContexts,
+) -> Result<Option<Outcome>> {
     // SAFETY: the memory context and resource owner of the caller, restored after the
     // subtransaction as PL/pgSQL's exception blocks do.
     let (context, owner) = unsafe { (pg_sys::CurrentMemoryContext, pg_sys::CurrentResourceOwner) };
@@ -101,7 +108,7 @@ fn probe(args: &ClaimArgs<'_>, memory: &mut PgMemoryContexts) -> Result<Option<O
     // AssertUnwindSafe: after an unwind nothing of the closure's state is used again.
     let outcome = PgTryBuilder::new(AssertUnwindSafe(|| {
         // SAFETY: `memory` is a live context of this call; the claim's values are not kept.
-        unsafe { memory.switch_to(|_| claim_held(args).map(|(claimed, _held)| claimed.outcome)) }
+        unsafe { memory.switch_to(|_| probe_claim()) }
     }))
     .catch_others(|caught| {
         end();

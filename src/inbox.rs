@@ -11,10 +11,10 @@ use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
-use crate::claim::{datum_bytes, text_arg};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
-use crate::plans::{Conn, Statement};
+use crate::spi::{Conn, Statement};
+use crate::spi::{datum_bytes, text_arg};
 
 const TEXT: pg_sys::Oid = pg_sys::TEXTOID;
 const INTERVAL: pg_sys::Oid = pg_sys::INTERVALOID;
@@ -155,9 +155,3 @@ function_info_v1!(pg_finfo_idem_inbox_purge);
 pub extern "C-unwind" fn idem_inbox_purge(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
     Datum::from(purge(fcinfo).or_raise())
 }
-
-extension_sql_file!(
-    "../sql/inbox.sql",
-    name = "inbox_functions",
-    requires = ["bootstrap"]
-);

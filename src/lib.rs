@@ -1,17 +1,20 @@
-//! `idempotency`: exactly-once-ish effects for PostgreSQL.
+//! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules, as layers from the SQL
+//! surface down (docs/architecture.md draws them; a module imports only from its own layer's
+//! lower modules or from layers below):
 //!
-//! - `claim`: the claim / complete / fail / checkpoint protocol (the request path);
-//! - `lookup`, `write`, `shape`: the claim path's direct read and write, and what "the table is
-//!   as the extension made it" means (judged after the table is locked);
-//! - `access`: the privilege checks SQL would make while parsing;
-//! - `call`: `idem_call`, the claim protocol around one function call;
-//! - `inbox`, `versions`, `outbox`: consumer-side deduplication, ordered updates, the outbox;
-//! - `canonical`, `jsonb`, `lock_key`: RFC 8785 hashing and the advisory-lock key;
-//! - `maintenance`, `worker`, `maintenance_worker`, `as_owner`, `metrics`, `settings`: upkeep
-//!   (reclaim / purge), the launcher and the per-database worker that run it as each table's
-//!   owner, counters in shared memory, and the `idempotency.*` settings;
-//! - `schema`: the extension's tables and types; `errors`: the SQLSTATEs it raises;
-//! - `compat`: the only code that differs between Postgres majors.
+//! 1. SQL-facing entry points: `claim` (`idem_claim`, with `claim_wait`), `finish` (complete,
+//!    fail, checkpoint, forget), `call` (`idem_call`, with `call_target`), `inbox`, `versions`,
+//!    `outbox`, `maintenance` (reclaim, purge), `metrics`, `canonical`, `lock_key`;
+//! 2. the protocol's shared steps: `change` (change an attempt, direct or SQL), `result_row`
+//!    (the result-row cache), `args` and `input` (arguments and their checks);
+//! 3. the record and its transitions: `record` (columns, `Status`, `Outcome`, `Record`),
+//!    `transition` (every state change, computed once);
+//! 4. the two ways to the table: `direct/` (catalog cache, index lookup, heap/index writer and
+//!    the rules for when SQL takes over) and `record_sql` over `spi` (kept plans);
+//! 5. beneath: `access` (privilege checks), `citus` (`detect`: is the table distributed;
+//!    upkeep of a distributed table), `compat` (differences between majors), `errors`,
+//!    `settings`, `schema` (the SQL files), `canonical_limits`, `jsonb`, `datum`;
+//! 6. background: `worker` (launcher), `maintenance_worker`, `as_owner`.
 
 use pgrx::prelude::*;
 
@@ -19,36 +22,37 @@ mod access;
 mod args;
 mod as_owner;
 pub mod call;
-mod call_site;
 mod call_target;
 pub mod canonical;
 mod canonical_limits;
+mod change;
 mod citus;
 pub mod claim;
 mod claim_wait;
 pub mod compat;
 mod datum;
+mod direct;
 pub mod errors;
 mod finish;
-mod http;
 pub mod inbox;
 mod input;
 mod jsonb;
 pub mod lock_key;
-mod lookup;
 mod maintenance;
 mod maintenance_worker;
 mod metrics;
 pub mod outbox;
-mod plans;
+mod record;
+mod record_sql;
+mod result_row;
 mod schema;
 mod settings;
-mod shape;
+mod spi;
 #[cfg(feature = "pg_test")]
 mod test_points;
+mod transition;
 pub mod versions;
 mod worker;
-mod write;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -109,21 +113,21 @@ mod tests {
     /// Every statement the extension prepared in this backend (the search_path test).
     #[pg_extern]
     fn prepared_statements() -> SetOfIterator<'static, &'static str> {
-        SetOfIterator::new(crate::plans::prepared_statements())
+        SetOfIterator::new(crate::spi::prepared_statements())
     }
 
     /// Take the Citus code paths (src/citus.rs) on this plain server from now on in this
     /// backend (`true`) or not; the previous value.
     #[pg_extern]
     fn assume_distributed(on: bool) -> bool {
-        crate::citus::assume_distributed(on)
+        crate::citus::detect::assume_distributed(on)
     }
 
     /// The CHECK constraints of idempotency.requests in shape.rs' canonical form, and the
     /// table's shape as the direct paths judge it.
     #[pg_extern]
     fn requests_shape() -> TableIterator<'static, (name!(item, String), name!(value, String))> {
-        TableIterator::new(crate::shape::describe_requests())
+        TableIterator::new(crate::direct::describe_requests())
     }
 
     include!("pg_tests/helpers.rs");
@@ -137,6 +141,7 @@ mod tests {
     include!("pg_tests/maintenance.rs");
     include!("pg_tests/grants.rs");
     include!("pg_tests/guards.rs");
+    include!("pg_tests/transitions.rs");
 }
 
 /// Required by `cargo pgrx test`.

@@ -10,8 +10,8 @@ use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 
 use crate::errors::{self, IdemError, OrRaise, Result};
-use crate::plans::{Conn, Statement};
 use crate::settings;
+use crate::spi::{Conn, Statement};
 
 /// processing → failed_retryable for leases that ended before `$2` (now − reclaim_grace).
 /// The recovery point stays, so the next claim can resume.
@@ -113,9 +113,3 @@ fn idem_reclaim(batch: default!(Option<i32>, 10000)) -> i64 {
 fn idem_purge(batch: default!(Option<i32>, 10000)) -> i64 {
     purge(batch).or_raise()
 }
-
-extension_sql_file!(
-    "../sql/maintenance.sql",
-    name = "maintenance",
-    requires = ["bootstrap", idem_reclaim, idem_purge]
-);

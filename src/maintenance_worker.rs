@@ -14,8 +14,8 @@ use pgrx::{PgLogLevel, PgSqlErrorCode};
 use crate::compat;
 use crate::errors::{IdemError, Result, SqlState};
 use crate::maintenance;
-use crate::plans::Conn;
 use crate::settings;
+use crate::spi::Conn;
 use crate::worker::{
     LOCK_TIMEOUT, SignalHandlerForConfigReload, die, in_recovery, reload_if_requested,
     report_activity, wait_latch,

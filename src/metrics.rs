@@ -10,8 +10,8 @@ use core::sync::atomic::{AtomicPtr, AtomicU64, Ordering};
 use pgrx::prelude::*;
 use pgrx::{PgSharedMemoryInitialization, pg_shmem_init, pg_sys};
 
-use crate::claim::Outcome;
 use crate::errors::{self, IdemError, OrRaise, Result};
+use crate::record::Outcome;
 
 /// Every counter, in the order `idem_metrics()` lists them.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -12,10 +12,10 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
-use crate::claim::{opt_text_arg, text_arg};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
-use crate::plans::{Conn, Rows, Statement};
+use crate::spi::{Conn, Rows, Statement};
+use crate::spi::{opt_text_arg, text_arg};
 
 const TEXT: Oid = pg_sys::TEXTOID;
 const JSONB: Oid = pg_sys::JSONBOID;
@@ -318,9 +318,3 @@ function_info_v1!(pg_finfo_idem_outbox_purge);
 pub extern "C-unwind" fn idem_outbox_purge(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
     Datum::from(purge(fcinfo).or_raise())
 }
-
-extension_sql_file!(
-    "../sql/outbox.sql",
-    name = "outbox_functions",
-    requires = ["bootstrap"]
-);

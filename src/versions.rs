@@ -7,10 +7,10 @@ use pgrx::pg_sys::{self, Datum};
 use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
-use crate::claim::text_arg;
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
-use crate::plans::{Conn, Statement};
+use crate::spi::text_arg;
+use crate::spi::{Conn, Statement};
 
 static ADVANCE: Statement = Statement {
     sql: "INSERT INTO idempotency.versions AS v (stream, entity, version, updated_at) \

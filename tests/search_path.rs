@@ -393,14 +393,20 @@ fn count_statement_definitions() -> usize {
                 dirs.push(path);
             } else if path.extension().is_some_and(|e| e == "rs") {
                 let text = std::fs::read_to_string(&path).expect("read");
+                // `static X: Statement =` is one; `static X: [Statement; N] =` is N.
                 count += text
                     .lines()
-                    .filter(|l| {
-                        let l = l.trim_start();
-                        (l.starts_with("static ") || l.starts_with("pub(crate) static "))
-                            && l.contains(": Statement =")
+                    .map(str::trim_start)
+                    .filter(|l| l.starts_with("static ") || l.starts_with("pub(crate) static "))
+                    .map(|l| {
+                        if l.contains(": Statement =") {
+                            return 1;
+                        }
+                        l.split_once(": [Statement; ")
+                            .and_then(|(_, rest)| rest.split_once("] ="))
+                            .map_or(0, |(n, _)| n.parse::<usize>().expect("array length"))
                     })
-                    .count();
+                    .sum::<usize>();
             }
         }
     }

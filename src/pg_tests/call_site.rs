@@ -5,7 +5,7 @@
 /// Test hook: the next result-row build of this backend sees every cache invalidated midway.
 #[pg_extern]
 fn invalidate_during_next_build() {
-    crate::call_site::invalidate_during_next_build();
+    crate::result_row::invalidate_during_next_build();
 }
 
 #[pg_test]

@@ -1,5 +1,5 @@
-//! The result rows of `idem_claim` and `idem_call`: their descriptor and the `idem_outcome`
-//! label OIDs, looked up once per backend and function.
+//! The result-row cache of `idem_claim` and `idem_call`: their descriptor and the
+//! `idem_outcome` label OIDs, looked up once per backend and function, and the rows formed.
 //!
 //! `fn_extra` would keep them for one execution only (a prepared statement gets a new FmgrInfo
 //! each time), so they live here, keyed by function OID, each in a memory context of its own.
@@ -12,15 +12,15 @@
 //! it serves only the call that made it: its context is freed at the end of the transaction
 //! and the next call builds again.
 
-use core::ffi::{CStr, c_int, c_void};
+use core::ffi::{c_int, c_void};
 use std::cell::{Cell, RefCell};
 
-use pgrx::PgTupleDesc;
 use pgrx::pg_guard;
 use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::{PgMemoryContexts, PgTupleDesc};
 
-use crate::claim::Outcome;
 use crate::errors::{self, IdemError, Result};
+use crate::record::{Outcome, enum_label_oid};
 
 /// A result row's descriptor and the `idem_outcome` label OIDs, in [`Outcome::ALL`] order.
 pub(crate) struct CallSite {
@@ -33,6 +33,26 @@ impl CallSite {
     pub(crate) fn outcome_datum(&self, outcome: Outcome) -> Datum {
         let index = Outcome::ALL.iter().position(|o| *o == outcome).unwrap_or(0);
         Datum::from(self.outcomes[index])
+    }
+
+    /// Form a result row of `values` (one per column, `None` for NULL) in `target` (the
+    /// caller's memory), copying them out of wherever they were read.
+    pub(crate) fn form<const N: usize>(
+        &self,
+        values: &[Option<Datum>; N],
+        target: pg_sys::MemoryContext,
+    ) -> Datum {
+        let mut datums = values.map(|v| v.unwrap_or(Datum::from(0)));
+        let mut nulls = values.map(|v| v.is_none());
+        // SAFETY: the descriptor has one column per value, of these types; heap_form_tuple
+        // copies the values, and HeapTupleHeaderGetDatum flattens a toasted one.
+        unsafe {
+            PgMemoryContexts::For(target).switch_to(|_| {
+                let tuple =
+                    pg_sys::heap_form_tuple(self.tupdesc, datums.as_mut_ptr(), nulls.as_mut_ptr());
+                pg_sys::HeapTupleHeaderGetDatum((*tuple).t_data)
+            })
+        }
     }
 }
 
@@ -186,28 +206,6 @@ unsafe fn build(
         })();
         pg_sys::MemoryContextSwitchTo(old);
         built
-    }
-}
-
-pub(crate) fn enum_label_oid(enum_type: Oid, label: &CStr) -> Result<Oid> {
-    // SAFETY: a syscache lookup by (enum type, label); the tuple is released before returning.
-    unsafe {
-        let tuple = pg_sys::SearchSysCache(
-            pg_sys::SysCacheIdentifier::ENUMTYPOIDNAME as _,
-            Datum::from(enum_type),
-            Datum::from(label.as_ptr()),
-            Datum::from(0),
-            Datum::from(0),
-        );
-        if tuple.is_null() {
-            return Err(IdemError::new(
-                errors::INTERNAL_ERROR,
-                format!("enum type {enum_type:?} has no label {label:?}"),
-            ));
-        }
-        let oid = (*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_enum)).oid;
-        pg_sys::ReleaseSysCache(tuple);
-        Ok(oid)
     }
 }
 

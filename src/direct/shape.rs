@@ -12,60 +12,15 @@ use core::ffi::CStr;
 use pgrx::PgTupleDesc;
 use pgrx::pg_sys::{self, Oid};
 
-/// A column's expected type: built-in, or the extension's `idem_status`.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Ty {
-    Text,
-    Status,
-    Int4,
-    Jsonb,
-    Timestamptz,
-    Interval,
-}
+use crate::record::{COLUMNS, NATTS, Ty};
 
-impl Ty {
-    fn oid(self, status_type: Oid) -> Oid {
-        match self {
-            Ty::Text => pg_sys::TEXTOID,
-            Ty::Status => status_type,
-            Ty::Int4 => pg_sys::INT4OID,
-            Ty::Jsonb => pg_sys::JSONBOID,
-            Ty::Timestamptz => pg_sys::TIMESTAMPTZOID,
-            Ty::Interval => pg_sys::INTERVALOID,
-        }
-    }
-
-    fn collation(self) -> Oid {
-        if self == Ty::Text {
-            pg_sys::DEFAULT_COLLATION_OID
-        } else {
-            pg_sys::InvalidOid
-        }
+fn collation(ty: Ty) -> Oid {
+    if ty == Ty::Text {
+        pg_sys::DEFAULT_COLLATION_OID
+    } else {
+        pg_sys::InvalidOid
     }
 }
-
-/// The 17 columns of sql/bootstrap.sql: name, type, NOT NULL.
-const COLUMNS: [(&CStr, Ty, bool); 17] = [
-    (c"scope", Ty::Text, true),
-    (c"key", Ty::Text, true),
-    (c"request_hash", Ty::Text, true),
-    (c"status", Ty::Status, true),
-    (c"attempt", Ty::Int4, true),
-    (c"response", Ty::Jsonb, false),
-    (c"recovery_point", Ty::Text, false),
-    (c"failure_code", Ty::Text, false),
-    (c"failure_message", Ty::Text, false),
-    (c"claimed_by", Ty::Text, false),
-    (c"claimed_at", Ty::Timestamptz, true),
-    (c"locked_until", Ty::Timestamptz, false),
-    (c"lease", Ty::Interval, true),
-    (c"retention", Ty::Interval, true),
-    (c"created_at", Ty::Timestamptz, true),
-    (c"updated_at", Ty::Timestamptz, true),
-    (c"expires_at", Ty::Timestamptz, true),
-];
-
-pub const NATTS: usize = COLUMNS.len();
 
 /// The CHECK constraints of sql/bootstrap.sql in canonical form (see [`canonical`]): `vN` is
 /// column N, `opN`/`fnN` a built-in operator/function by OID (the same in every major),
@@ -147,7 +102,7 @@ unsafe fn columns_match(rel: pg_sys::Relation, status_type: Oid, exact: bool) ->
                 && attname == name
                 && attr.atttypid == ty.oid(status_type)
                 && attr.atttypmod == -1
-                && attr.attcollation == ty.collation()
+                && attr.attcollation == collation(ty)
                 && attr.attgenerated == 0
                 && attr.attidentity == 0
                 && (!exact || (attr.attnotnull == not_null && !attr.atthasdef))
@@ -311,35 +266,4 @@ pub unsafe fn canonical(node: *mut pg_sys::Node, status_type: Oid) -> Option<Str
             _ => None,
         }
     }
-}
-
-/// (constraint name, canonical expression) of every CHECK of `idempotency.requests`, then
-/// ("readable"/"writable", flag), for tests.
-#[cfg(any(test, feature = "pg_test"))]
-pub fn describe_requests() -> Vec<(String, String)> {
-    let mut out = Vec::new();
-    let Ok(Some((catalog, rel, _))) = crate::lookup::lock_table(pg_sys::AccessShareLock) else {
-        return out;
-    };
-    // SAFETY: the locked relation's constraints, as `checks_match` reads them.
-    unsafe {
-        let constr = (*(*rel).rd_att).constr;
-        if !constr.is_null() {
-            let checks = core::slice::from_raw_parts((*constr).check, (*constr).num_check as usize);
-            let status = pgrx::PgTupleDesc::from_pg_unchecked((*rel).rd_att)
-                .get(3)
-                .map_or(pg_sys::InvalidOid, |attr| attr.atttypid);
-            for check in checks {
-                let expr = canonical(pg_sys::stringToNode(check.ccbin).cast(), status);
-                out.push((
-                    CStr::from_ptr(check.ccname).to_string_lossy().into_owned(),
-                    expr.unwrap_or_else(|| "?".into()),
-                ));
-            }
-        }
-        pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-    }
-    out.push(("readable".into(), catalog.shape.readable.to_string()));
-    out.push(("writable".into(), catalog.shape.writable.to_string()));
-    out
 }

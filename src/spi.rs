@@ -1,4 +1,4 @@
-//! A thin SPI layer for fixed statements with kept plans.
+//! The SPI layer: fixed statements with kept plans, their parameters and result rows.
 //!
 //! Why not pgrx's `SpiClient`: its `update` assigns a transaction id up front, which would
 //! make every replay a writing transaction, and its `select` reuses the caller's snapshot.
@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::marker::PhantomData;
 
+use pgrx::FromDatum;
 use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::errors::{self, IdemError, Result};
@@ -27,6 +28,45 @@ pub struct Statement {
 
 /// A parameter value; `None` is SQL NULL.
 pub type Arg = Option<Datum>;
+
+// Parameter types.
+pub const TEXT: Oid = pg_sys::TEXTOID;
+pub const INTERVAL: Oid = pg_sys::INTERVALOID;
+pub const JSONB: Oid = pg_sys::JSONBOID;
+pub const INT4: Oid = pg_sys::INT4OID;
+pub const TIMESTAMPTZ: Oid = pg_sys::TIMESTAMPTZOID;
+
+pub fn text_arg(bytes: &[u8]) -> Arg {
+    Some(text_datum(bytes))
+}
+
+pub fn opt_text_arg(bytes: Option<&[u8]>) -> Arg {
+    bytes.map(text_datum)
+}
+
+pub fn int4_arg(value: Option<i32>) -> Arg {
+    value.map(Datum::from)
+}
+
+/// `bytes` as a new palloc'd text datum.
+pub fn text_datum(bytes: &[u8]) -> Datum {
+    // SAFETY: copies `bytes` into a new palloc'd text.
+    unsafe {
+        Datum::from(pg_sys::cstring_to_text_with_len(
+            bytes.as_ptr().cast(),
+            bytes.len() as _,
+        ))
+    }
+}
+
+/// Bytes of a text datum (detoasted if needed).
+///
+/// # Safety
+/// `datum` is a text (or bytea) datum that stays valid for `'a`.
+pub unsafe fn datum_bytes<'a>(datum: Datum) -> &'a [u8] {
+    // SAFETY: the caller's promise.
+    unsafe { <&[u8]>::from_datum(datum, false).unwrap_or_default() }
+}
 
 /// An open SPI connection; closed (`SPI_finish`) when dropped. Values read from [`Rows`]
 /// live in SPI memory and are gone after that, unless copied out first.

@@ -1,54 +1,20 @@
-//! Direct writes on the hot path: a new record inserted, a processing record finished, without
-//! SPI or a second executor (the way logical replication's apply worker writes rows).
+//! The direct write: a new record inserted, a processing record changed, without SPI or a
+//! second executor (the way logical replication's apply worker writes rows).
 //!
 //! Through SQL, a new claim + complete costs two more executor cycles, two SPI connections and
 //! the parsing of the table's eight CHECK constraints, which `ExecConstraints` does again for
 //! every statement (~40 µs of ~250; see docs/benchmarks.md). Here the row goes straight to the
 //! table AM and its index entries to `ExecInsertIndexTuples`. The rows written here satisfy the
-//! CHECK constraints by construction: every input is validated first, and the two conditions
-//! that depend on the stored row are checked in Rust (`finish.rs`: `finish_directly`).
-//!
-//! Callers write through SQL instead whenever one of these does not hold, judged after the
-//! table is locked for writing:
-//! - the table is exactly as the extension created it (`shape.rs`: its 17 columns with their
-//!   types, NOT NULLs and no defaults, the 8 CHECK constraints by expression, the primary key;
-//!   no triggers, rules, identity or generated columns), and nothing about it was invalidated
-//!   since the read that preceded the write ([`crate::lookup::changed_since`]);
-//! - the caller holds the table privilege (SQL raises the error) and row-level security is off;
-//! - the transaction is READ COMMITTED (SQL raises serialization failures in stricter levels)
-//!   and not read-only (SQL raises 25006, also on a standby);
-//! - for an update: nobody changed the row since it was read (SQL re-reads it, as UPDATE does).
+//! CHECK constraints by construction: every input is validated first, and the conditions that
+//! depend on the stored row are checked before (`direct::may_update`). When to write through
+//! SQL instead is decided in one place: `direct/mod.rs`.
 
-use core::ffi::c_int;
-
-use pgrx::pg_sys::{self, Datum};
+use pgrx::pg_sys;
 
 use crate::compat::{self, IndexUpdate};
+use crate::direct::lookup::Lookup;
 use crate::errors::{self, IdemError, Result};
-use crate::lookup::{Lookup, changed_since};
-
-/// Column positions (0-based) in [`COLUMNS`].
-pub mod col {
-    pub const SCOPE: usize = 0;
-    pub const KEY: usize = 1;
-    pub const REQUEST_HASH: usize = 2;
-    pub const STATUS: usize = 3;
-    pub const ATTEMPT: usize = 4;
-    pub const RESPONSE: usize = 5;
-    pub const FAILURE_CODE: usize = 7;
-    pub const FAILURE_MESSAGE: usize = 8;
-    pub const CLAIMED_BY: usize = 9;
-    pub const CLAIMED_AT: usize = 10;
-    pub const LOCKED_UNTIL: usize = 11;
-    pub const LEASE: usize = 12;
-    pub const RETENTION: usize = 13;
-    pub const CREATED_AT: usize = 14;
-    pub const UPDATED_AT: usize = 15;
-    pub const EXPIRES_AT: usize = 16;
-}
-
-/// A row to write: one value per column, `None` for NULL.
-pub type Values = [Option<Datum>; 17];
+use crate::record::Values;
 
 /// The table opened for writing, with its indexes; closed when dropped.
 pub struct Writer {
@@ -63,34 +29,22 @@ impl Writer {
     /// through SQL (see the module's list). `lookup` is the read this write follows: its
     /// decisions stand only if nothing was invalidated by the time the write lock is held.
     pub fn open(lookup: &Lookup, privilege: u32) -> Option<Writer> {
-        // SAFETY: reads the transaction's isolation level and read-only flag.
-        let sql_needed = unsafe {
-            !lookup.catalog.shape.writable
-                || pg_sys::XactReadOnly
-                || pg_sys::XactIsoLevel >= pg_sys::XACT_REPEATABLE_READ as c_int
-        };
-        if sql_needed {
+        if !crate::direct::may_write(&lookup.catalog) {
             return None;
         }
         // SAFETY: RowExclusiveLock (held to the end of the transaction) processes whatever was
         // committed since the read; then the privilege is checked on the locked relation.
         let heap = unsafe {
-            let heap = pg_sys::table_open(
+            pg_sys::table_open(
                 lookup.catalog.table,
                 pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
-            );
-            let allowed = !changed_since(lookup.generation)
-                && pg_sys::pg_class_aclcheck(
-                    lookup.catalog.table,
-                    pg_sys::GetUserId(),
-                    privilege as pg_sys::AclMode,
-                ) == pg_sys::AclResult::ACLCHECK_OK;
-            if !allowed {
-                pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE);
-                return None;
-            }
-            heap
+            )
         };
+        if !crate::direct::may_write_locked(lookup, privilege) {
+            // SAFETY: opened above; the lock stays to the end of the transaction.
+            unsafe { pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE) };
+            return None;
+        }
         // SAFETY: the executor's set-up for writing one relation, in an executor state of its
         // own (freed in Drop).
         unsafe {
@@ -118,7 +72,7 @@ impl Writer {
             let datums = (*self.slot).tts_values;
             let nulls = (*self.slot).tts_isnull;
             for (i, value) in values.iter().enumerate() {
-                *datums.add(i) = value.unwrap_or(Datum::from(0));
+                *datums.add(i) = value.unwrap_or(pg_sys::Datum::from(0));
                 *nulls.add(i) = value.is_none();
             }
             pg_sys::ExecStoreVirtualTuple(self.slot);

@@ -1,0 +1,114 @@
+//! Changing the current attempt of a record (complete, fail, checkpoint): directly where the
+//! rules of `direct/` allow, else through SQL, with the same [`Transition`] either way.
+
+use pgrx::pg_sys;
+
+use crate::direct::{self, Lookup, Writer};
+use crate::errors::Result;
+use crate::record::Record;
+use crate::record_sql;
+use crate::spi::{Conn, LazyConn, text_datum};
+use crate::transition::{Clock, Transition};
+
+/// What a change wrote.
+#[derive(Clone, Copy, Debug)]
+pub struct Changed {
+    pub locked_until: Option<i64>,
+    /// Written by the direct path (else by SQL).
+    pub direct: bool,
+}
+
+impl Changed {
+    fn of(record: &Record, direct: bool) -> Changed {
+        Changed {
+            locked_until: record.locked_until,
+            direct,
+        }
+    }
+}
+
+/// Which ways a change may take (tests force SQL to compare the two).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Path {
+    DirectOrSql,
+    #[cfg(any(test, feature = "pg_test"))]
+    Sql,
+}
+
+/// Apply `transition` to the current attempt of (scope, key) (`attempt`, if given). `Err`:
+/// nothing changed, with the record as it is now (read on `conn`; `None`: no record), to
+/// explain why.
+pub fn change_attempt(
+    conn: &mut LazyConn,
+    scope: &[u8],
+    key: &[u8],
+    attempt: Option<i32>,
+    transition: &Transition<'_>,
+    path: Path,
+) -> Result<core::result::Result<Changed, Option<Record>>> {
+    change_attempt_at(conn, scope, key, attempt, transition, path, Clock::now())
+}
+
+/// [`change_attempt`] at `clock`.
+pub fn change_attempt_at(
+    conn: &mut LazyConn,
+    scope: &[u8],
+    key: &[u8],
+    attempt: Option<i32>,
+    transition: &Transition<'_>,
+    path: Path,
+    clock: Clock,
+) -> Result<core::result::Result<Changed, Option<Record>>> {
+    if path == Path::DirectOrSql
+        && let Some(changed) = directly(scope, key, attempt, transition, clock)?
+    {
+        return Ok(Ok(changed));
+    }
+    through_sql(conn.get()?, scope, key, attempt, transition, clock)
+}
+
+/// The change without SQL; `None`: nothing was written, SQL decides (see `direct/mod.rs`).
+fn directly(
+    scope: &[u8],
+    key: &[u8],
+    attempt: Option<i32>,
+    transition: &Transition<'_>,
+    clock: Clock,
+) -> Result<Option<Changed>> {
+    let Some(mut lookup) = Lookup::open()? else {
+        return Ok(None);
+    };
+    let Some(stored) = lookup.find(text_datum(scope), text_datum(key))? else {
+        return Ok(None);
+    };
+    // A repeat or a fenced call needs no executor state: SQL explains it.
+    if !stored.is_current(attempt) || !direct::may_update(&stored, clock) {
+        return Ok(None);
+    }
+    let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {
+        return Ok(None);
+    };
+    let new = transition.apply(Some(&stored), clock)?;
+    let values = new.to_values(|status| lookup.catalog.status_datum(status));
+    let (tid, snapshot) = lookup.found();
+    Ok(writer
+        .update(tid, snapshot, &values)
+        .then(|| Changed::of(&new, true)))
+}
+
+fn through_sql(
+    conn: &Conn,
+    scope: &[u8],
+    key: &[u8],
+    attempt: Option<i32>,
+    transition: &Transition<'_>,
+    clock: Clock,
+) -> Result<core::result::Result<Changed, Option<Record>>> {
+    if let Some(stored) = record_sql::lock_current(conn, scope, key, attempt)? {
+        let new = transition.apply(Some(&stored), clock)?;
+        if record_sql::update(conn, &new)? {
+            return Ok(Ok(Changed::of(&new, false)));
+        }
+    }
+    Ok(Err(record_sql::find(conn, scope, key)?))
+}

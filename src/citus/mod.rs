@@ -1,0 +1,262 @@
+//! Citus: `idempotency.requests` as a distributed table (see docs/scale-out.md).
+//!
+//! The extension never depends on Citus: everything here is decided from the catalog
+//! (`pg_catalog.pg_dist_partition`, looked up by name in `pg_catalog` and read by relation OID
+//! without SQL), and a database without Citus has no such table, so nothing here runs there.
+//!
+//! What changes when the table is distributed (Citus lists it in `pg_dist_partition`, on the
+//! coordinator and, with metadata sync, on every worker):
+//! - the direct paths (`src/direct/`) are never used: on the coordinator the relation is an
+//!   empty shell, and on a worker it is a shell too (the rows are in hidden shard tables).
+//!   Every function goes through SQL, which Citus routes by the distribution column to the one
+//!   shard that holds the key (locally when a delegated call runs on that shard's worker).
+//! - Citus rejects STABLE functions with column references (and VOLATILE ones) in UPDATE
+//!   statements. None of the record's statements has any: every value is computed by a
+//!   `Transition` after the row is locked and bound as a parameter (`record_sql.rs`).
+//! - upkeep (`idem_reclaim`, `idem_purge`) picks candidate rows with a multi-shard SELECT and
+//!   changes each with a single-shard statement that repeats the row's condition after locking
+//!   it with `SKIP LOCKED` ([`reclaim_batch`], [`purge_batch`]). The background worker does this
+//!   on the coordinator only; on a worker node it leaves `idempotency.requests` alone, so each
+//!   row is reclaimed or purged once, by the coordinator.
+
+pub mod detect;
+
+use pgrx::pg_sys::{self, Datum};
+
+use crate::direct;
+use crate::errors::Result;
+use crate::record_sql::by_key;
+use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, datum_bytes, text_arg};
+use crate::transition::{Clock, add_interval};
+#[cfg(any(test, feature = "pg_test"))]
+pub use detect::assume_distributed;
+use detect::{assumed, is_citus_table, local_group};
+
+/// Is `idempotency.requests` a Citus table here? (Locks it for reading, as the caller's next
+/// statement would, and answers from the per-backend catalog cache of `lookup.rs`.)
+pub fn requests_distributed() -> Result<bool> {
+    let Some((catalog, rel, _)) = direct::lock_table(pg_sys::AccessShareLock)? else {
+        // The table kept changing: answer from the catalog directly.
+        let (_, table, _) = direct::resolve()?;
+        // SAFETY: a catalog scan inside the caller's transaction.
+        return Ok(unsafe { is_citus_table(table) } || assumed());
+    };
+    // SAFETY: opened by lock_table; the lock stays to the end of the transaction.
+    unsafe { pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE) };
+    Ok(catalog.distributed || assumed())
+}
+
+/// Should this background worker leave `idempotency.requests` to another node? Yes on a
+/// Citus worker when the table is distributed: the coordinator's worker does the upkeep of
+/// every shard, so no row is reclaimed or purged twice.
+///
+/// Without Citus, or on the coordinator, this touches nothing. When the table cannot be found
+/// the answer is `false`: the upkeep steps then run and report that themselves (42P01), as on
+/// a single server.
+pub fn upkeep_elsewhere() -> Result<bool> {
+    if !local_group().is_some_and(|group| group != 0) {
+        return Ok(false);
+    }
+    match direct::resolve() {
+        // SAFETY: the table is locked (to the end of the transaction) before it is judged; a
+        // table dropped meanwhile gives NULL.
+        Ok((_, table, _)) => unsafe {
+            let rel = pg_sys::try_relation_open(table, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
+            if rel.is_null() {
+                return Ok(false);
+            }
+            let distributed = is_citus_table(table) || assumed();
+            pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
+            Ok(distributed)
+        },
+        Err(_missing) => Ok(false),
+    }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Upkeep of a distributed table.
+
+/// Expired leases, oldest first: a multi-shard read (no lock; each row is re-checked below).
+static RECLAIM_CANDIDATES: Statement = Statement {
+    sql: "SELECT scope::pg_catalog.text, key::pg_catalog.text, attempt::pg_catalog.int4 \
+          FROM idempotency.requests \
+          WHERE status OPERATOR(pg_catalog.=) 'processing' \
+            AND locked_until OPERATOR(pg_catalog.<) $2 \
+          ORDER BY locked_until LIMIT $1",
+    args: &[INT4, TIMESTAMPTZ],
+};
+
+/// One candidate, locked unless a claim holds it, if it still has an expired lease.
+static RECLAIM_LOCK: Statement = Statement {
+    sql: concat!(
+        "SELECT attempt::pg_catalog.int4, claimed_by::pg_catalog.text, \
+         locked_until::pg_catalog.timestamptz, expires_at::pg_catalog.timestamptz, \
+         retention::pg_catalog.interval FROM idempotency.requests",
+        by_key!(),
+        " AND status OPERATOR(pg_catalog.=) 'processing' \
+          AND locked_until OPERATOR(pg_catalog.<) $3 \
+          AND attempt OPERATOR(pg_catalog.=) $4 FOR UPDATE SKIP LOCKED"
+    ),
+    args: &[TEXT, TEXT, TIMESTAMPTZ, INT4],
+};
+
+/// maintenance.rs' RECLAIM for one locked row, with the message and times computed here.
+static RECLAIM_ONE: Statement = Statement {
+    sql: concat!(
+        "UPDATE idempotency.requests SET status = 'failed_retryable', \
+         failure_code = 'lease_expired', failure_message = $5, \
+         locked_until = NULL, updated_at = $6, expires_at = $7",
+        by_key!(),
+        " AND status OPERATOR(pg_catalog.=) 'processing' \
+          AND locked_until OPERATOR(pg_catalog.<) $3 \
+          AND attempt OPERATOR(pg_catalog.=) $4 RETURNING 1"
+    ),
+    args: &[
+        TEXT,
+        TEXT,
+        TIMESTAMPTZ,
+        INT4,
+        TEXT,
+        TIMESTAMPTZ,
+        TIMESTAMPTZ,
+    ],
+};
+
+/// Finished records past their retention, oldest first (multi-shard read, no lock).
+static PURGE_CANDIDATES: Statement = Statement {
+    sql: "SELECT scope::pg_catalog.text, key::pg_catalog.text FROM idempotency.requests \
+          WHERE status OPERATOR(pg_catalog.<>) 'processing' \
+            AND expires_at OPERATOR(pg_catalog.<) $2 \
+          ORDER BY expires_at LIMIT $1",
+    args: &[INT4, TIMESTAMPTZ],
+};
+
+/// One candidate, locked unless someone holds it, if it is still finished and expired.
+static PURGE_LOCK: Statement = Statement {
+    sql: concat!(
+        "SELECT 1 FROM idempotency.requests",
+        by_key!(),
+        " AND status OPERATOR(pg_catalog.<>) 'processing' \
+          AND expires_at OPERATOR(pg_catalog.<) $3 FOR UPDATE SKIP LOCKED"
+    ),
+    args: &[TEXT, TEXT, TIMESTAMPTZ],
+};
+
+static PURGE_ONE: Statement = Statement {
+    sql: concat!(
+        "DELETE FROM idempotency.requests",
+        by_key!(),
+        " AND status OPERATOR(pg_catalog.<>) 'processing' \
+          AND expires_at OPERATOR(pg_catalog.<) $3 RETURNING 1"
+    ),
+    args: &[TEXT, TEXT, TIMESTAMPTZ],
+};
+
+/// (scope, key, attempt) of each candidate row, copied out of SPI's result.
+fn keys(rows: &Rows<'_>, with_attempt: bool) -> Result<Vec<(Vec<u8>, Vec<u8>, i32)>> {
+    let mut out = Vec::with_capacity(rows.len());
+    for i in 0..rows.len() {
+        // SAFETY: columns 1 and 2 are text.
+        let (scope, key) = unsafe {
+            (
+                datum_bytes(rows.required(i, 1)?).to_vec(),
+                datum_bytes(rows.required(i, 2)?).to_vec(),
+            )
+        };
+        let attempt = if with_attempt {
+            rows.required(i, 3)?.value() as i32
+        } else {
+            0
+        };
+        out.push((scope, key, attempt));
+    }
+    Ok(out)
+}
+
+/// `timestamptz` as text, as `format('%s', ts)` prints it (the session's DateStyle/TimeZone).
+fn timestamptz_text(ts: Datum) -> String {
+    // SAFETY: the built-in output function of timestamptz on a timestamptz datum.
+    unsafe {
+        let cstr =
+            pgrx::direct_function_call::<&core::ffi::CStr>(pg_sys::timestamptz_out, &[Some(ts)]);
+        cstr.map(|s| s.to_string_lossy().into_owned())
+            .unwrap_or_default()
+    }
+}
+
+/// maintenance.rs' `reclaim_batch` on a distributed table: at most `batch` expired leases
+/// before `cutoff` become failed_retryable, each exactly once.
+pub fn reclaim_batch(conn: &Conn, batch: i32, cutoff: i64) -> Result<i64> {
+    let candidates = {
+        let rows =
+            RECLAIM_CANDIDATES.run(conn, &[Some(Datum::from(batch)), Some(Datum::from(cutoff))])?;
+        keys(&rows, true)?
+    };
+    let now = Clock::now().txn;
+    let mut reclaimed = 0;
+    for (scope, key, attempt) in candidates {
+        let cutoff_arg = Some(Datum::from(cutoff));
+        let attempt_arg = Some(Datum::from(attempt));
+        let (message, expires_at) = {
+            let row = RECLAIM_LOCK.run(
+                conn,
+                &[text_arg(&scope), text_arg(&key), cutoff_arg, attempt_arg],
+            )?;
+            if row.is_empty() {
+                continue; // changed meanwhile, or a claim holds it: next round
+            }
+            let claimed_by = match row.get(0, 2)? {
+                // SAFETY: column 2 is text.
+                Some(d) => format!(
+                    " (claimed by {})",
+                    String::from_utf8_lossy(unsafe { datum_bytes(d) })
+                ),
+                None => String::new(),
+            };
+            let locked_until = timestamptz_text(row.required(0, 3)?);
+            let expires_at =
+                (row.required(0, 4)?.value() as i64).max(add_interval(now, row.required(0, 5)?)?);
+            (
+                format!("the lease of attempt {attempt}{claimed_by} ended at {locked_until}"),
+                expires_at,
+            )
+        };
+        let changed = RECLAIM_ONE.run(
+            conn,
+            &[
+                text_arg(&scope),
+                text_arg(&key),
+                cutoff_arg,
+                attempt_arg,
+                text_arg(message.as_bytes()),
+                Some(Datum::from(now)),
+                Some(Datum::from(expires_at)),
+            ],
+        )?;
+        reclaimed += changed.len() as i64;
+    }
+    Ok(reclaimed)
+}
+
+/// maintenance.rs' `purge_batch` on a distributed table: at most `batch` finished records
+/// past `expires_at`, each deleted once.
+pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
+    let now = Some(Datum::from(Clock::now().txn));
+    let candidates = {
+        let rows = PURGE_CANDIDATES.run(conn, &[Some(Datum::from(batch)), now])?;
+        keys(&rows, false)?
+    };
+    let mut purged = 0;
+    for (scope, key, _) in candidates {
+        if PURGE_LOCK
+            .run(conn, &[text_arg(&scope), text_arg(&key), now])?
+            .is_empty()
+        {
+            continue;
+        }
+        purged += PURGE_ONE
+            .run(conn, &[text_arg(&scope), text_arg(&key), now])?
+            .len() as i64;
+    }
+    Ok(purged)
+}
