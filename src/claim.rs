@@ -7,7 +7,7 @@
 //! - a new key is inserted only under a transaction-scoped *try* lock on
 //!   `idem_lock_key(scope, key)`, so a second claimer of a key whose insert is not committed
 //!   yet gets `processing_active` instead of waiting on the unique index; the insert goes
-//!   straight to the table (`write.rs`) unless the table or transaction needs SQL;
+//!   straight to the table (`direct/writer.rs`) unless the table or transaction needs SQL;
 //! - a takeover (expired lease, retryable failure, expired record) locks the row with
 //!   `FOR UPDATE SKIP LOCKED`: a row someone else is changing is `processing_active`.
 
@@ -160,7 +160,7 @@ enum NewKey {
     UseSql,
 }
 
-/// Insert a new record for a key the first read did not find, without SQL (see `write.rs`).
+/// Insert a new record for a key the first read did not find, without SQL (see `direct/mod.rs` for when SQL takes over).
 fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Result<NewKey> {
     let Some(mut writer) = Writer::open(lookup, pg_sys::ACL_INSERT) else {
         return Ok(NewKey::UseSql);

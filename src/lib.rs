@@ -116,14 +116,14 @@ mod tests {
         SetOfIterator::new(crate::spi::prepared_statements())
     }
 
-    /// Take the Citus code paths (src/citus.rs) on this plain server from now on in this
+    /// Take the Citus code paths (src/citus/) on this plain server from now on in this
     /// backend (`true`) or not; the previous value.
     #[pg_extern]
     fn assume_distributed(on: bool) -> bool {
         crate::citus::detect::assume_distributed(on)
     }
 
-    /// The CHECK constraints of idempotency.requests in shape.rs' canonical form, and the
+    /// The CHECK constraints of idempotency.requests in direct/shape.rs' canonical form, and the
     /// table's shape as the direct paths judge it.
     #[pg_extern]
     fn requests_shape() -> TableIterator<'static, (name!(item, String), name!(value, String))> {

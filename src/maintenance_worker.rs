@@ -218,7 +218,7 @@ fn maintain() -> Result<()> {
     }
     let batch = settings::BATCH_SIZE.get();
     // On a Citus worker with a distributed idempotency.requests, the coordinator's upkeep
-    // covers every shard (src/citus.rs): doing it here too would do each row's work twice.
+    // covers every shard (src/citus/): doing it here too would do each row's work twice.
     let elsewhere = in_transaction(c"idempotency: is the table distributed?", || {
         crate::citus::upkeep_elsewhere()
     })?;

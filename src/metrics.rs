@@ -167,7 +167,7 @@ pub fn count_round() {
     add(Counter::MaintenanceRounds, 1);
 }
 
-/// A record written by the claim path: directly (`write.rs`) or through SQL (takeovers, and
+/// A record written by the claim path: directly (`direct/writer.rs`) or through SQL (takeovers, and
 /// what the direct path leaves to SQL).
 #[inline]
 pub fn count_write(direct: bool) {

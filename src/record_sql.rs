@@ -4,7 +4,7 @@
 //! Citus, which rejects STABLE functions of columns in an UPDATE, routes each statement to the
 //! one shard of its key.
 
-use crate::errors::Result;
+use crate::errors::{self, IdemError, Result};
 use crate::record::{NATTS, Record, Status, Values};
 use crate::spi::{
     Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, datum_bytes, int4_arg,
@@ -91,12 +91,13 @@ static LOCK_CURRENT: Statement = Statement {
     args: &[TEXT, TEXT, INT4],
 };
 
+/// A new record names only the columns a new claim sets, so that a default the table's owner
+/// added to another column applies, as for any INSERT ($4 and $6..$9 are not used).
 static INSERT: Statement = Statement {
-    sql: "INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, response, \
-          recovery_point, failure_code, failure_message, claimed_by, claimed_at, locked_until, \
-          lease, retention, created_at, updated_at, expires_at) \
-          VALUES ($1, $2, $3, 'processing', $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, \
-          $16, $17) ON CONFLICT (scope, key) DO NOTHING",
+    sql: "INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, \
+          claimed_by, claimed_at, locked_until, lease, retention, created_at, updated_at, \
+          expires_at) VALUES ($1, $2, $3, 'processing', $5, $10, $11, $12, $13, $14, $15, $16, \
+          $17) ON CONFLICT (scope, key) DO NOTHING",
     args: &RECORD_ARGS,
 };
 
@@ -169,7 +170,15 @@ pub fn lock_current(
 
 /// Insert a new (processing) record; `false` if its key has a record already.
 pub fn insert(conn: &Conn, record: &Record) -> Result<bool> {
-    debug_assert_eq!(record.status, Status::Processing);
+    let unnamed = [record.response, record.recovery_point, record.failure_code];
+    if record.status != Status::Processing
+        || unnamed.iter().chain([&record.failure_message]).any(Option::is_some)
+    {
+        return Err(IdemError::new(
+            errors::INTERNAL_ERROR,
+            "a new record is processing, with no outcome yet",
+        ));
+    }
     Ok(!INSERT.run(conn, &record_args(record))?.is_empty())
 }
 

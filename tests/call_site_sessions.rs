@@ -1,4 +1,4 @@
-//! The result-row cache of idem_claim and idem_call (src/call_site.rs) when a cache
+//! The result-row cache of idem_claim and idem_call (src/result_row.rs) when a cache
 //! invalidation arrives while a backend is building it: the calls of that backend must return
 //! correct rows in that transaction and in every later one (security audit, finding 3: the
 //! cache used to keep a pointer into memory freed at the end of the transaction).

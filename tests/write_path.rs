@@ -1,4 +1,4 @@
-//! The direct write path (src/write.rs) against real sessions: when it is taken, when it steps
+//! The direct write path (src/direct/writer.rs) against real sessions: when it is taken, when it steps
 //! aside for SQL, and what concurrent writers see. Counted with `idem_metrics()`, whose
 //! counters are the cluster's: the tests of this binary take turns (`SERIAL`).
 

@@ -33,7 +33,7 @@ pub use detect::assume_distributed;
 use detect::{assumed, is_citus_table, local_group};
 
 /// Is `idempotency.requests` a Citus table here? (Locks it for reading, as the caller's next
-/// statement would, and answers from the per-backend catalog cache of `lookup.rs`.)
+/// statement would, and answers from the per-backend catalog cache of `direct/catalog.rs`.)
 pub fn requests_distributed() -> Result<bool> {
     let Some((catalog, rel, _)) = direct::lock_table(pg_sys::AccessShareLock)? else {
         // The table kept changing: answer from the catalog directly.

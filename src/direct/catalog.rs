@@ -24,7 +24,7 @@ pub struct Catalog {
     pub statuses: [Oid; 4],
     pub shape: Shape,
     /// A Citus table (`pg_dist_partition` lists its OID): on the coordinator an empty shell,
-    /// on a worker a shell over hidden shards. Never read or written directly (`citus.rs`).
+    /// on a worker a shell over hidden shards. Never read or written directly (`src/citus/`).
     pub distributed: bool,
 }
 

@@ -1,5 +1,5 @@
 //! What "`idempotency.requests` exactly as the extension created it" means, checked on the
-//! locked relation before the direct paths read or write it (`lookup.rs`, `write.rs`).
+//! locked relation before the direct paths read or write it (`lookup.rs`, `writer.rs`).
 //!
 //! Names alone are not enough: a column whose type, typmod or collation changed would be read
 //! and written with the wrong layout, and a CHECK replaced by another of the same name would be

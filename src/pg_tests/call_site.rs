@@ -1,4 +1,4 @@
-// In-backend tests of the result-row cache of idem_claim / idem_call (src/call_site.rs);
+// In-backend tests of the result-row cache of idem_claim / idem_call (src/result_row.rs);
 // included into `mod tests` in lib.rs. Its cross-transaction behaviour is tested with real
 // sessions in tests/call_site_sessions.rs, which uses the hook below.
 

@@ -1,4 +1,4 @@
-// In-backend tests of the Citus paths of src/citus.rs, taken on this plain table with
+// In-backend tests of the Citus paths of src/citus/, taken on this plain table with
 // tests.assume_distributed (included into `mod tests` in lib.rs; uses the helpers of
 // pg_tests/helpers.rs and pg_tests/maintenance.rs). Each sequence runs twice, on the
 // single-server paths (scope `<name>-plain`) and on the distributed ones (`<name>-dist`): the
