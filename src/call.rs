@@ -15,7 +15,7 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
 use crate::args::{self, c_function, function_info_v1};
-use crate::change::{Path, change_attempt};
+use crate::change::{Target, change_attempt};
 use crate::claim::{self, ClaimArgs, Claimed};
 use crate::errors::{self, IdemError, OrRaise, Result, SqlState};
 use crate::input;
@@ -201,9 +201,12 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
     if err.is_null() {
         let response = (!isnull).then_some(result);
         let complete = Transition::Complete { response };
-        let path = Path::DirectOrSql;
-        let Ok(changed) = change_attempt(&mut held.conn, scope, key, attempt, &complete, path)?
-        else {
+        let target = Target {
+            scope,
+            key,
+            attempt,
+        };
+        let Ok(changed) = change_attempt(&mut held.conn, target, &complete)? else {
             return Err(record_vanished(scope, key, "complete"));
         };
         crate::metrics::count_write(changed.direct);
@@ -239,8 +242,12 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
         code: code_text,
         message: message_text,
     };
-    let path = Path::DirectOrSql;
-    let Ok(changed) = change_attempt(&mut held.conn, scope, key, attempt, &fail, path)? else {
+    let target = Target {
+        scope,
+        key,
+        attempt,
+    };
+    let Ok(changed) = change_attempt(&mut held.conn, target, &fail)? else {
         return Err(record_vanished(scope, key, "fail"));
     };
     crate::metrics::count_write(changed.direct);

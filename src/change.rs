@@ -27,6 +27,15 @@ impl Changed {
     }
 }
 
+/// The attempt a change is for: the current one of (scope, key), and only `attempt` if given
+/// (fencing).
+#[derive(Clone, Copy)]
+pub struct Target<'a> {
+    pub scope: &'a [u8],
+    pub key: &'a [u8],
+    pub attempt: Option<i32>,
+}
+
 /// Which ways a change may take (tests force SQL to compare the two).
 #[derive(Clone, Copy, PartialEq, Eq)]
 pub enum Path {
@@ -35,54 +44,46 @@ pub enum Path {
     Sql,
 }
 
-/// Apply `transition` to the current attempt of (scope, key) (`attempt`, if given). `Err`:
-/// nothing changed, with the record as it is now (read on `conn`; `None`: no record), to
-/// explain why.
+/// Apply `transition` to `target`, now. `Err`: nothing changed, with the record as it is now
+/// (read on `conn`; `None`: no record), to explain why.
 pub fn change_attempt(
     conn: &mut LazyConn,
-    scope: &[u8],
-    key: &[u8],
-    attempt: Option<i32>,
+    target: Target<'_>,
     transition: &Transition<'_>,
-    path: Path,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
-    change_attempt_at(conn, scope, key, attempt, transition, path, Clock::now())
+    change_attempt_at(conn, target, transition, Path::DirectOrSql, Clock::now())
 }
 
-/// [`change_attempt`] at `clock`.
+/// [`change_attempt`] at `clock`, taking `path`.
 pub fn change_attempt_at(
     conn: &mut LazyConn,
-    scope: &[u8],
-    key: &[u8],
-    attempt: Option<i32>,
+    target: Target<'_>,
     transition: &Transition<'_>,
     path: Path,
     clock: Clock,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
     if path == Path::DirectOrSql
-        && let Some(changed) = directly(scope, key, attempt, transition, clock)?
+        && let Some(changed) = directly(target, transition, clock)?
     {
         return Ok(Ok(changed));
     }
-    through_sql(conn.get()?, scope, key, attempt, transition, clock)
+    through_sql(conn.get()?, target, transition, clock)
 }
 
 /// The change without SQL; `None`: nothing was written, SQL decides (see `direct/mod.rs`).
 fn directly(
-    scope: &[u8],
-    key: &[u8],
-    attempt: Option<i32>,
+    target: Target<'_>,
     transition: &Transition<'_>,
     clock: Clock,
 ) -> Result<Option<Changed>> {
     let Some(mut lookup) = Lookup::open()? else {
         return Ok(None);
     };
-    let Some(stored) = lookup.find(text_datum(scope), text_datum(key))? else {
+    let Some(stored) = lookup.find(text_datum(target.scope), text_datum(target.key))? else {
         return Ok(None);
     };
     // A repeat or a fenced call needs no executor state: SQL explains it.
-    if !stored.is_current(attempt) || !direct::may_update(&stored, clock) {
+    if !stored.is_current(target.attempt) || !direct::may_update(&stored, clock) {
         return Ok(None);
     }
     let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {
@@ -98,12 +99,15 @@ fn directly(
 
 fn through_sql(
     conn: &Conn,
-    scope: &[u8],
-    key: &[u8],
-    attempt: Option<i32>,
+    target: Target<'_>,
     transition: &Transition<'_>,
     clock: Clock,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
+    let Target {
+        scope,
+        key,
+        attempt,
+    } = target;
     if let Some(stored) = record_sql::lock_current(conn, scope, key, attempt)? {
         let new = transition.apply(Some(&stored), clock)?;
         if record_sql::update(conn, &new)? {

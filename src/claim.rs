@@ -160,7 +160,8 @@ enum NewKey {
     UseSql,
 }
 
-/// Insert a new record for a key the first read did not find, without SQL (see `direct/mod.rs` for when SQL takes over).
+/// Insert a new record for a key the first read did not find, without SQL (`direct/mod.rs`
+/// says when SQL takes over).
 fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Result<NewKey> {
     let Some(mut writer) = Writer::open(lookup, pg_sys::ACL_INSERT) else {
         return Ok(NewKey::UseSql);

@@ -7,7 +7,7 @@
 use pgrx::pg_sys::{self, Datum};
 
 use crate::args::{self, c_function};
-use crate::change::{Path, change_attempt};
+use crate::change::{Target, change_attempt};
 use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::record::{Record, Status};
@@ -116,8 +116,12 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     };
     let mut conn = LazyConn::default();
     let complete = Transition::Complete { response };
-    let found = match change_attempt(&mut conn, scope, key, attempt, &complete, Path::DirectOrSql)?
-    {
+    let target = Target {
+        scope,
+        key,
+        attempt,
+    };
+    let found = match change_attempt(&mut conn, target, &complete)? {
         Ok(changed) => {
             crate::metrics::count_write(changed.direct);
             crate::metrics::count_completion();
@@ -159,7 +163,12 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         message: opt_text_arg(message),
     };
     let mut conn = LazyConn::default();
-    let found = match change_attempt(&mut conn, scope, key, attempt, &fail, Path::DirectOrSql)? {
+    let target = Target {
+        scope,
+        key,
+        attempt,
+    };
+    let found = match change_attempt(&mut conn, target, &fail)? {
         Ok(changed) => {
             crate::metrics::count_write(changed.direct);
             crate::metrics::count_failure();
@@ -206,8 +215,12 @@ fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
         recovery_point: opt_text_arg(recovery_point),
         lease,
     };
-    let path = Path::DirectOrSql;
-    let found = match change_attempt(&mut conn, scope, key, attempt, &checkpoint, path)? {
+    let target = Target {
+        scope,
+        key,
+        attempt,
+    };
+    let found = match change_attempt(&mut conn, target, &checkpoint)? {
         Ok(changed) => {
             return changed
                 .locked_until

@@ -172,7 +172,10 @@ pub fn lock_current(
 pub fn insert(conn: &Conn, record: &Record) -> Result<bool> {
     let unnamed = [record.response, record.recovery_point, record.failure_code];
     if record.status != Status::Processing
-        || unnamed.iter().chain([&record.failure_message]).any(Option::is_some)
+        || unnamed
+            .iter()
+            .chain([&record.failure_message])
+            .any(Option::is_some)
     {
         return Err(IdemError::new(
             errors::INTERNAL_ERROR,

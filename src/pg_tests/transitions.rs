@@ -2,7 +2,7 @@
 // (src/transition.rs), and `record::COLUMNS` is the table in the catalog. Included into
 // `mod tests` in lib.rs; uses the helpers of pg_tests/helpers.rs.
 
-use crate::change::{Path, change_attempt_at};
+use crate::change::{Path, Target, change_attempt_at};
 use crate::direct::{Lookup, Writer};
 use crate::record::{COLUMNS, Record, Status};
 use crate::spi::{LazyConn, text_datum};
@@ -153,15 +153,12 @@ fn every_transition_writes_the_same_row_both_ways() {
         seed_pair(&scope, "processing", false);
         let mut conn = LazyConn::default();
         for (key, path) in [("d", Path::DirectOrSql), ("s", Path::Sql)] {
-            let changed = change_attempt_at(
-                &mut conn,
-                scope.as_bytes(),
-                key.as_bytes(),
-                Some(2),
-                transition,
-                path,
-                clock,
-            )
+            let target = Target {
+                scope: scope.as_bytes(),
+                key: key.as_bytes(),
+                attempt: Some(2),
+            };
+            let changed = change_attempt_at(&mut conn, target, transition, path, clock)
             .unwrap()
             .unwrap_or_else(|_| panic!("{name}: nothing changed on {key}"));
             assert_eq!(changed.direct, path == Path::DirectOrSql, "{name} on {key}");
