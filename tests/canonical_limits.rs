@@ -9,10 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::{Client, cluster, sqlstate};
 
-/// The timeout the tests set, and how long after it a cancelled call may still run: the
-/// canonicalizer checks every 4096 tokens, every MiB scanned and every MiB of output, each a
-/// few milliseconds of work even in a debug build on a busy machine.
-
 /// Documents, each in three columns: `b` jsonb, `t` json, `s` text. Every one takes seconds
 /// to canonicalize in a debug build (checked below), each in a different loop: a wide object
 /// (member collection and sort), many small objects (the token walk), a long string with
@@ -67,6 +63,8 @@ fn statement_timeout_cancels_canonicalization() {
             whole > Duration::from_millis(300),
             "{sql}: the document is too small to test cancellation ({whole:?})"
         );
+        // The canonicalizer checks for a cancel every 4096 tokens, every MiB scanned and every
+        // MiB of output, each a few milliseconds of work even in a debug build on a busy machine.
         let timeout = (whole / 10).max(Duration::from_millis(20));
         for call in CALLS {
             let sql = format!("SELECT {call} FROM docs WHERE name OPERATOR(pg_catalog.=) '{name}'");

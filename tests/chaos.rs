@@ -219,7 +219,7 @@ fn chaos_audit() {
 
     let mut keys: Vec<String> = stats.keys.lock().expect("keys").iter().cloned().collect();
     keys.sort();
-    drive_to_completion(&ports, &stats, &keys);
+    drive_to_completion(ports, stats, &keys);
     let acked = stats.acked.lock().expect("acked").clone();
     let report = audit(&mut db, &keys, &acked);
     let killed = chaos.killed.lock().expect("killed").clone();

@@ -16,16 +16,16 @@ const PAUSE_COMMITTED: i32 = 740_101;
 const PAUSE_COMPLETED: i32 = 740_102;
 const PAUSE_UNCOMMITTED: i32 = 740_103;
 
+/// What a paused claim ends with: Ok((outcome, attempt, response)) or its SQLSTATE.
+type ClaimResult = Result<(String, Option<i32>, Option<String>), String>;
+
 /// Start `idem_claim(scope, key, 'h')` in a session paused before its key lock; returns the
 /// thread that finishes it: Ok((outcome, attempt, response)) or the SQLSTATE it failed with.
 fn paused_claim(
     pause: i32,
     scope: &'static str,
     key: &'static str,
-) -> (
-    i32,
-    thread::JoinHandle<Result<(String, Option<i32>, Option<String>), String>>,
-) {
+) -> (i32, thread::JoinHandle<ClaimResult>) {
     let mut a = cluster().session();
     a.batch_execute(&format!(
         "SET idempotency_test.pause_before_key_lock = {pause}"

@@ -289,7 +289,7 @@ fn failover_synchronous_loses_nothing_acknowledged() {
     let left = wait_no_processing(&mut db, Instant::now() + Duration::from_secs(15));
     let mut keys: Vec<String> = stats.keys.lock().expect("keys").iter().cloned().collect();
     keys.sort();
-    drive_to_completion(&[standby.port], &stats, &keys);
+    drive_to_completion(&[standby.port], stats, &keys);
     let mut acked = stats.acked.lock().expect("acked").clone();
     acked.extend(before.clone());
     keys.extend(before.keys().cloned());
