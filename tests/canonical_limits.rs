@@ -9,25 +9,6 @@ use std::time::{Duration, Instant};
 
 use common::{Client, cluster, sqlstate};
 
-/// A fresh database with the extension.
-fn database(name: &str) -> Client {
-    let mut admin = cluster().session();
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {name}"),
-        format!("CREATE DATABASE {name}"),
-    ] {
-        admin.batch_execute(&sql).expect("database");
-    }
-    let mut db = cluster().connect(name);
-    db.batch_execute("CREATE EXTENSION idempotency")
-        .expect("extension");
-    db
-}
-
-/// The timeout the tests set, and how long after it a cancelled call may still run: the
-/// canonicalizer checks every 4096 tokens, every MiB scanned and every MiB of output, each a
-/// few milliseconds of work even in a debug build on a busy machine.
-
 /// Documents, each in three columns: `b` jsonb, `t` json, `s` text. Every one takes seconds
 /// to canonicalize in a debug build (checked below), each in a different loop: a wide object
 /// (member collection and sort), many small objects (the token walk), a long string with
@@ -63,7 +44,7 @@ fn timed(db: &mut Client, sql: &str) -> (Result<(), common::Error>, Duration) {
 
 #[test]
 fn statement_timeout_cancels_canonicalization() {
-    let mut db = database("canon_cancel");
+    let mut db = cluster().database("canon_cancel");
     db.batch_execute(DOCUMENTS).expect("documents");
     let names: Vec<String> = db
         .query("SELECT name FROM docs ORDER BY name", &[])
@@ -82,6 +63,8 @@ fn statement_timeout_cancels_canonicalization() {
             whole > Duration::from_millis(300),
             "{sql}: the document is too small to test cancellation ({whole:?})"
         );
+        // The canonicalizer checks for a cancel every 4096 tokens, every MiB scanned and every
+        // MiB of output, each a few milliseconds of work even in a debug build on a busy machine.
         let timeout = (whole / 10).max(Duration::from_millis(20));
         for call in CALLS {
             let sql = format!("SELECT {call} FROM docs WHERE name OPERATOR(pg_catalog.=) '{name}'");
@@ -104,7 +87,7 @@ fn statement_timeout_cancels_canonicalization() {
 /// more than a text value holds. It is measured before it is built: 54000, no 1 GB buffer.
 #[test]
 fn oversized_canonical_text_is_54000_and_the_session_goes_on() {
-    let mut db = database("canon_limit");
+    let mut db = cluster().database("canon_limit");
     db.batch_execute(
         "CREATE TABLE big AS SELECT pg_catalog.to_jsonb(pg_catalog.repeat(pg_catalog.chr(1), 180000000)) AS b",
     )

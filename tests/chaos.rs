@@ -10,13 +10,13 @@ mod common;
 mod faults;
 
 use std::process::Command;
+use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
-use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use faults::audit::{audit, crashes, drive_to_completion, wait_no_processing};
 use faults::server::Server;
-use faults::workload::{Rng, SCHEMA, SCOPE, SHORT_LEASE, Stats, add, get, request_of, session};
+use faults::workload::{Load, Rng, SCHEMA, SCOPE, SHORT_LEASE, add, get, request_of};
 use faults::{chosen_major, env_u64};
 
 const NAPTIME_MS: u64 = 500;
@@ -160,33 +160,21 @@ fn chaos_audit() {
         .batch_execute(SCHEMA)
         .expect("schema");
 
-    let stats = Arc::new(Stats::default());
     let chaos = Chaos::default();
-    let stop = Arc::new(AtomicBool::new(false));
-    let next_key = Arc::new(AtomicU64::new(0));
-    let ports = vec![server.port];
+    let traffic = Load::new(vec![server.port]);
+    let (stats, ports) = (&traffic.stats, &traffic.ports);
     let started = Instant::now();
     std::thread::scope(|s| {
-        let clients: Vec<_> = (0..sessions)
-            .map(|i| {
-                let (ports, stats, next_key, stop) =
-                    (ports.clone(), stats.clone(), next_key.clone(), stop.clone());
-                s.spawn(move || {
-                    session(
-                        ports,
-                        stats,
-                        next_key,
-                        "k".to_string(),
-                        stop,
-                        seed.wrapping_mul(1000).wrapping_add(i),
-                        Duration::from_secs(120),
-                    )
-                })
-            })
-            .collect();
-        let driver = s.spawn(|| drive_chaos(&server, &chaos, seed, &stop, load));
+        let clients = traffic.spawn(
+            s,
+            sessions,
+            "k",
+            |i| seed.wrapping_mul(1000).wrapping_add(i),
+            Duration::from_secs(120),
+        );
+        let driver = s.spawn(|| drive_chaos(&server, &chaos, seed, &traffic.stop, load));
         std::thread::sleep(load);
-        stop.store(true, Relaxed);
+        traffic.stop.store(true, Relaxed);
         driver.join().expect("chaos driver");
         for c in clients {
             c.join().expect("client session");
@@ -231,7 +219,7 @@ fn chaos_audit() {
 
     let mut keys: Vec<String> = stats.keys.lock().expect("keys").iter().cloned().collect();
     keys.sort();
-    drive_to_completion(&ports, &stats, &keys);
+    drive_to_completion(ports, stats, &keys);
     let acked = stats.acked.lock().expect("acked").clone();
     let report = audit(&mut db, &keys, &acked);
     let killed = chaos.killed.lock().expect("killed").clone();

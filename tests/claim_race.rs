@@ -7,14 +7,17 @@
 mod common;
 
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Client, cluster, sqlstate};
+use common::{Client, claim_attempt, cluster, records, sqlstate, wait_for_every};
 
 /// Advisory lock keys the paused claims wait on, one per test (tests run in parallel).
 const PAUSE_COMMITTED: i32 = 740_101;
 const PAUSE_COMPLETED: i32 = 740_102;
 const PAUSE_UNCOMMITTED: i32 = 740_103;
+
+/// What a paused claim ends with: Ok((outcome, attempt, response)) or its SQLSTATE.
+type ClaimResult = Result<(String, Option<i32>, Option<String>), String>;
 
 /// Start `idem_claim(scope, key, 'h')` in a session paused before its key lock; returns the
 /// thread that finishes it: Ok((outcome, attempt, response)) or the SQLSTATE it failed with.
@@ -22,10 +25,7 @@ fn paused_claim(
     pause: i32,
     scope: &'static str,
     key: &'static str,
-) -> (
-    i32,
-    thread::JoinHandle<Result<(String, Option<i32>, Option<String>), String>>,
-) {
+) -> (i32, thread::JoinHandle<ClaimResult>) {
     let mut a = cluster().session();
     a.batch_execute(&format!(
         "SET idempotency_test.pause_before_key_lock = {pause}"
@@ -48,25 +48,21 @@ fn paused_claim(
 
 /// Wait until backend `pid` waits for the advisory lock `pause` (the injection point).
 fn wait_until_paused(observer: &mut Client, pid: i32, pause: i32) {
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
-        let waiting: bool = observer
-            .query_one(
-                "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 \
-                 AND NOT granted AND objsubid = 1 AND classid = 0 AND objid = $2::int8::oid)",
-                &[&pid, &(pause as i64)],
-            )
-            .expect("pg_locks")
-            .get(0);
-        if waiting {
-            return;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the claim never reached the injection point"
-        );
-        thread::sleep(Duration::from_millis(5));
-    }
+    wait_for_every(
+        "the claim reaching the injection point",
+        Duration::from_secs(60),
+        Duration::from_millis(5),
+        || {
+            observer
+                .query_one(
+                    "SELECT EXISTS (SELECT FROM pg_locks WHERE locktype = 'advisory' AND pid = $1 \
+                     AND NOT granted AND objsubid = 1 AND classid = 0 AND objid = $2::int8::oid)",
+                    &[&pid, &(pause as i64)],
+                )
+                .expect("pg_locks")
+                .get(0)
+        },
+    );
 }
 
 fn hold(controller: &mut Client, pause: i32) {
@@ -81,16 +77,6 @@ fn release(controller: &mut Client, pause: i32) {
         .expect("unpause");
 }
 
-fn records(client: &mut Client, scope: &str) -> i64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM idempotency.requests WHERE scope = $1",
-            &[&scope],
-        )
-        .expect("count")
-        .get(0)
-}
-
 /// Mutation `claim-no-reread` (the sixth survivor of the first campaign).
 #[test]
 fn a_claim_committed_before_the_key_lock_is_seen_as_active() {
@@ -100,16 +86,10 @@ fn a_claim_committed_before_the_key_lock_is_seen_as_active() {
     let (pid, a) = paused_claim(PAUSE_COMMITTED, "race_committed", "k");
     wait_until_paused(&mut controller, pid, PAUSE_COMMITTED);
     // The first read of A found nothing; B's claim commits now.
-    let (outcome, attempt): (String, i32) = {
-        let row = b
-            .query_one(
-                "SELECT outcome::text, attempt FROM idem_claim('race_committed', 'k', 'h')",
-                &[],
-            )
-            .expect("claim");
-        (row.get(0), row.get(1))
-    };
-    assert_eq!((outcome.as_str(), attempt), ("new_claim", 1));
+    assert_eq!(
+        claim_attempt(&mut b, "race_committed", "k", "h"),
+        ("new_claim".into(), Some(1))
+    );
     release(&mut controller, PAUSE_COMMITTED);
     let answer = a.join().expect("session A");
     assert_eq!(answer, Ok(("processing_active".into(), Some(1), None)));

@@ -5,35 +5,18 @@ mod common;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{cluster, sqlstate};
-use postgres::GenericClient;
-
-/// (outcome, attempt) of a claim, in a session or inside its open transaction.
-fn outcome(
-    client: &mut impl GenericClient,
-    scope: &str,
-    key: &str,
-    hash: &str,
-) -> (String, Option<i32>) {
-    let row = client
-        .query_one(
-            "SELECT outcome::text, attempt FROM idem_claim($1, $2, $3)",
-            &[&scope, &key, &hash],
-        )
-        .expect("claim");
-    (row.get(0), row.get(1))
-}
+use common::{claim_attempt, cluster, sqlstate};
 
 #[test]
 fn uncommitted_claim_is_processing_active_for_others_at_once() {
     let mut a = cluster().session();
     let mut b = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    let (o, _) = outcome(&mut ta, "s1", "k", "h");
+    let (o, _) = claim_attempt(&mut ta, "s1", "k", "h");
     assert_eq!(o, "new_claim");
 
     let started = Instant::now();
-    let (o, attempt) = outcome(&mut b, "s1", "k", "h");
+    let (o, attempt) = claim_attempt(&mut b, "s1", "k", "h");
     let waited = started.elapsed();
     assert_eq!(o, "processing_active");
     assert_eq!(attempt, None, "an uncommitted claim shows no attempt");
@@ -48,16 +31,16 @@ fn uncommitted_claim_is_processing_active_for_others_at_once() {
         .expect("fail");
     let mut ta = a.transaction().expect("begin");
     assert_eq!(
-        outcome(&mut ta, "s1", "k", "h"),
+        claim_attempt(&mut ta, "s1", "k", "h"),
         ("retryable_failure".into(), Some(2))
     );
     let started = Instant::now();
-    assert_eq!(outcome(&mut b, "s1", "k", "h").0, "processing_active");
+    assert_eq!(claim_attempt(&mut b, "s1", "k", "h").0, "processing_active");
     assert!(started.elapsed() < Duration::from_millis(500));
     ta.commit().expect("commit");
     // Committed now: a live lease.
     assert_eq!(
-        outcome(&mut b, "s1", "k", "h"),
+        claim_attempt(&mut b, "s1", "k", "h"),
         ("processing_active".into(), Some(2))
     );
 }
@@ -66,7 +49,7 @@ fn uncommitted_claim_is_processing_active_for_others_at_once() {
 fn rolled_back_claim_leaves_nothing() {
     let mut a = cluster().session();
     let mut tx = a.transaction().expect("begin");
-    assert_eq!(outcome(&mut tx, "s2", "k", "h").0, "new_claim");
+    assert_eq!(claim_attempt(&mut tx, "s2", "k", "h").0, "new_claim");
     tx.rollback().expect("rollback");
     let n: i64 = a
         .query_one(
@@ -78,7 +61,7 @@ fn rolled_back_claim_leaves_nothing() {
     assert_eq!(n, 0);
     let mut b = cluster().session();
     assert_eq!(
-        outcome(&mut b, "s2", "k", "other-hash"),
+        claim_attempt(&mut b, "s2", "k", "other-hash"),
         ("new_claim".into(), Some(1))
     );
 }
@@ -94,7 +77,7 @@ fn expired_lease_is_taken_over_and_the_late_attempt_is_fenced() {
     .expect("claim");
     a.execute("SELECT idem_checkpoint('s3', 'k', 'step-1', 1)", &[])
         .expect("checkpoint");
-    assert_eq!(outcome(&mut b, "s3", "k", "h").0, "processing_active");
+    assert_eq!(claim_attempt(&mut b, "s3", "k", "h").0, "processing_active");
     std::thread::sleep(Duration::from_millis(700));
     let row = b
         .query_one(
@@ -136,7 +119,7 @@ fn replay_is_a_read_no_xid_no_row_lock() {
         .expect("complete");
 
     let mut tx = a.transaction().expect("begin");
-    assert_eq!(outcome(&mut tx, "s4", "k", "h").0, "replay_success");
+    assert_eq!(claim_attempt(&mut tx, "s4", "k", "h").0, "replay_success");
     let xid: Option<String> = tx
         .query_one("SELECT pg_current_xact_id_if_assigned()::text", &[])
         .expect("xid")
@@ -156,7 +139,7 @@ fn replay_is_a_read_no_xid_no_row_lock() {
 fn payload_mismatch_across_sessions_is_p4002() {
     let mut a = cluster().session();
     let mut b = cluster().session();
-    outcome(&mut a, "s5", "k", "hash-a");
+    claim_attempt(&mut a, "s5", "k", "hash-a");
     let err = b
         .query_one("SELECT * FROM idem_claim('s5', 'k', 'hash-b')", &[])
         .expect_err("mismatch");
@@ -197,7 +180,7 @@ fn racing_sessions_produce_exactly_one_effect_per_key() {
                     let deadline = Instant::now() + Duration::from_secs(30);
                     loop {
                         let mut tx = client.transaction().expect("begin");
-                        let (o, _) = outcome(&mut tx, "race", &key, "same-request");
+                        let (o, _) = claim_attempt(&mut tx, "race", &key, "same-request");
                         match o.as_str() {
                             "new_claim" | "retryable_failure" | "processing_stale" => {
                                 tx.execute(

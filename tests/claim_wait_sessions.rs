@@ -5,8 +5,7 @@ mod common;
 use std::thread;
 use std::time::{Duration, Instant};
 
-use common::{cluster, sqlstate};
-use postgres::GenericClient;
+use common::{claim, cluster, sqlstate, wait_for};
 
 const HASH: &str = "h";
 
@@ -34,43 +33,33 @@ fn claim_waiting(
     })
 }
 
-fn claim(client: &mut impl GenericClient, scope: &str, key: &str) -> String {
-    client
-        .query_one(
-            "SELECT outcome::text FROM idem_claim($1, $2, $3)",
-            &[&scope, &key, &HASH],
-        )
-        .expect("claim")
-        .get(0)
-}
-
 /// Wait until the session named `wait-<scope>` sleeps inside idem_claim (on its latch).
 fn waiter_pid(observer: &mut postgres::Client, scope: &str) -> i32 {
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
-        let rows = observer
-            .query(
-                "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Extension' \
-                 AND application_name = 'wait-' || $1",
-                &[&scope],
-            )
-            .expect("pg_stat_activity");
-        if let Some(row) = rows.first() {
-            return row.get(0);
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no session is waiting in {scope}"
-        );
-        thread::sleep(Duration::from_millis(20));
-    }
+    let mut pid = None;
+    wait_for(
+        &format!("a session waiting in {scope}"),
+        Duration::from_secs(10),
+        || {
+            pid = observer
+                .query(
+                    "SELECT pid FROM pg_stat_activity WHERE wait_event_type = 'Extension' \
+                     AND application_name = 'wait-' || $1",
+                    &[&scope],
+                )
+                .expect("pg_stat_activity")
+                .first()
+                .map(|row| row.get(0));
+            pid.is_some()
+        },
+    );
+    pid.expect("a waiting session")
 }
 
 #[test]
 fn waits_for_an_uncommitted_claim_that_commits_success() {
     let mut a = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    assert_eq!(claim(&mut ta, "w1", "k"), "new_claim");
+    assert_eq!(claim(&mut ta, "w1", "k", HASH), "new_claim");
     let waiter = claim_waiting("w1", "k", "20s");
     thread::sleep(Duration::from_millis(500));
     ta.execute("SELECT idem_complete('w1', 'k', '{\"done\": true}')", &[])
@@ -88,7 +77,7 @@ fn waits_for_an_uncommitted_claim_that_commits_success() {
 fn takes_the_key_over_when_the_holder_rolls_back() {
     let mut a = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    assert_eq!(claim(&mut ta, "w2", "k"), "new_claim");
+    assert_eq!(claim(&mut ta, "w2", "k", HASH), "new_claim");
     let waiter = claim_waiting("w2", "k", "20s");
     thread::sleep(Duration::from_millis(500));
     ta.rollback().expect("rollback");
@@ -100,7 +89,7 @@ fn takes_the_key_over_when_the_holder_rolls_back() {
 #[test]
 fn waits_for_a_committed_processing_record_holding_nothing() {
     let mut a = cluster().session();
-    assert_eq!(claim(&mut a, "w3", "k"), "new_claim"); // committed, live lease
+    assert_eq!(claim(&mut a, "w3", "k", HASH), "new_claim"); // committed, live lease
     let waiter = claim_waiting("w3", "k", "20s");
     let mut observer = cluster().session();
     let pid = waiter_pid(&mut observer, "w3");
@@ -126,7 +115,7 @@ fn waits_for_a_committed_processing_record_holding_nothing() {
 fn a_holder_still_working_when_wait_runs_out_is_processing_active() {
     let mut a = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    assert_eq!(claim(&mut ta, "w4", "k"), "new_claim");
+    assert_eq!(claim(&mut ta, "w4", "k", HASH), "new_claim");
     let (outcome, elapsed) = claim_waiting("w4", "k", "700ms").join().expect("waiter");
     assert_eq!(outcome, "processing_active");
     assert!(
@@ -140,7 +129,7 @@ fn a_holder_still_working_when_wait_runs_out_is_processing_active() {
 fn statement_timeout_and_cancel_end_the_wait() {
     let mut a = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    assert_eq!(claim(&mut ta, "w5", "k"), "new_claim");
+    assert_eq!(claim(&mut ta, "w5", "k", HASH), "new_claim");
 
     let mut b = cluster().session();
     b.batch_execute("SET statement_timeout = '300ms'")
@@ -189,7 +178,7 @@ fn statement_timeout_and_cancel_end_the_wait() {
 fn wait_null_or_zero_never_blocks_and_negative_is_rejected() {
     let mut a = cluster().session();
     let mut ta = a.transaction().expect("begin");
-    assert_eq!(claim(&mut ta, "w6", "k"), "new_claim");
+    assert_eq!(claim(&mut ta, "w6", "k", HASH), "new_claim");
     let mut b = cluster().session();
     for wait in [None, Some("0")] {
         let started = Instant::now();
@@ -257,5 +246,5 @@ fn an_error_inside_the_probe_leaves_the_session_usable() {
         .expect_err("past the timestamp range");
     assert_eq!(sqlstate(&err), "22008");
     a.batch_execute("ROLLBACK").expect("rollback");
-    assert_eq!(claim(&mut a, "probe-err", "k3"), "new_claim");
+    assert_eq!(claim(&mut a, "probe-err", "k3", HASH), "new_claim");
 }

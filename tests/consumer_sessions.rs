@@ -7,26 +7,25 @@ use std::collections::HashSet;
 use std::sync::{Arc, Barrier};
 use std::time::{Duration, Instant};
 
-use common::{Client, cluster, sqlstate};
+use common::{Client, cluster, count, sql_block_after, sqlstate, wait_for};
 
 /// Wait until some session is blocked on a lock in a statement containing `marker`.
 fn wait_until_blocked(observer: &mut Client, marker: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let waiting: i64 = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
-                 AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
-                &[&marker],
-            )
-            .expect("pg_stat_activity")
-            .get(0);
-        if waiting > 0 {
-            return;
-        }
-        assert!(Instant::now() < deadline, "no session blocked on {marker}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
+    wait_for(
+        &format!("a session blocked on {marker}"),
+        Duration::from_secs(20),
+        || {
+            let waiting: i64 = observer
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity WHERE wait_event_type = 'Lock' \
+                     AND query LIKE '%' || $1 || '%' AND pid <> pg_backend_pid()",
+                    &[&marker],
+                )
+                .expect("pg_stat_activity")
+                .get(0);
+            waiting > 0
+        },
+    );
 }
 
 /// Deliver one message from a fresh session (on another thread); the statement text names the
@@ -333,13 +332,7 @@ fn doc_block(marker: &str) -> String {
         })
         .find(|text| text.contains(marker))
         .expect("a doc with the example marker");
-    let after = doc.split_once(marker).expect("example marker").1;
-    let start = after.split_once("```sql\n").expect("sql block").1;
-    start
-        .split_once("\n```")
-        .expect("end of sql block")
-        .0
-        .to_string()
+    sql_block_after(&doc, marker)
 }
 
 #[test]
@@ -373,9 +366,6 @@ fn documented_create_order_example_works() {
         place(&mut retry, "9f00", r#"{"customer": "bob", "total": 0}"#),
         rejected
     );
-    let count = |client: &mut Client, sql: &str| -> i64 {
-        client.query_one(sql, &[]).expect("count").get(0)
-    };
     assert_eq!(count(&mut app, "SELECT count(*) FROM orders"), 1);
     // The event was enqueued once; a publisher delivers it twice (say its ack was lost) and
     // the consumer applies it once.

@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::BTreeSet;
 
-use common::{Client, cluster, sqlstate};
+use common::{Client, cluster, fingerprint_sql, sql_block_after, sqlstate};
 
 const PAGE: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/errors.md");
 
@@ -65,30 +65,14 @@ fn rules() -> Vec<Rule> {
 
 /// The ```sql block under "## Setup".
 fn setup_sql() -> String {
-    let doc = std::fs::read_to_string(PAGE).expect("docs/errors.md");
-    let section = doc.split("\n## Setup\n").nth(1).expect("## Setup");
-    let block = section.split("```sql\n").nth(1).expect("a sql block");
-    block.split("```").next().expect("its end").to_string()
+    sql_block_after(
+        &std::fs::read_to_string(PAGE).expect("docs/errors.md"),
+        "\n## Setup\n",
+    )
 }
 
-const FINGERPRINT: &str = "SELECT concat_ws('|', \
-    (SELECT string_agg(r::text, ';' ORDER BY scope, key) FROM idempotency.requests r), \
-    (SELECT string_agg(r::text, ';' ORDER BY consumer, message_id) FROM idempotency.inbox r), \
-    (SELECT string_agg(r::text, ';' ORDER BY stream, entity) FROM idempotency.versions r), \
-    (SELECT string_agg(r::text, ';' ORDER BY id) FROM idempotency.outbox r), \
-    (SELECT string_agg(r::text, ';' ORDER BY r::text) FROM public.demo_effects r))";
-
 fn database() -> Client {
-    let mut admin = cluster().session();
-    for sql in [
-        "DROP DATABASE IF EXISTS error_table",
-        "CREATE DATABASE error_table",
-    ] {
-        admin.batch_execute(sql).expect("database");
-    }
-    let mut db = cluster().connect("error_table");
-    db.batch_execute("CREATE EXTENSION idempotency")
-        .expect("extension");
+    let mut db = cluster().database("error_table");
     db.batch_execute(&setup_sql())
         .expect("the page's setup block");
     db
@@ -99,6 +83,7 @@ fn every_documented_rule_raises_its_sqlstate_and_writes_nothing() {
     let mut db = database();
     let rules = rules();
     assert!(rules.len() >= 50, "only {} rules", rules.len());
+    let fingerprint = fingerprint_sql("public.demo_effects");
     let mut failures = Vec::new();
     for r in &rules {
         assert!(
@@ -108,9 +93,9 @@ fn every_documented_rule_raises_its_sqlstate_and_writes_nothing() {
             r.rule,
             r.example
         );
-        let before: Option<String> = db.query_one(FINGERPRINT, &[]).expect("fingerprint").get(0);
+        let before: Option<String> = db.query_one(&fingerprint, &[]).expect("fingerprint").get(0);
         let got = db.query_one(&format!("SELECT ({}) IS NULL", r.example), &[]);
-        let after: Option<String> = db.query_one(FINGERPRINT, &[]).expect("fingerprint").get(0);
+        let after: Option<String> = db.query_one(&fingerprint, &[]).expect("fingerprint").get(0);
         match got {
             Ok(_) => failures.push(format!(
                 "{} ({}): `{}` succeeded",

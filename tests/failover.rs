@@ -10,26 +10,24 @@ mod common;
 mod faults;
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering::Relaxed};
+use std::sync::atomic::{AtomicBool, Ordering::Relaxed};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use common::{serial, wait_for_every};
 use faults::audit::{audit, crashes, drive_to_completion, wait_no_processing};
 use faults::chosen_major;
 use faults::server::Server;
-use faults::workload::{Conn, Rng, SCHEMA, SCOPE, Stats, Workflow, get, request, session};
+use faults::workload::{Conn, Load, Rng, SCHEMA, SCOPE, Stats, Workflow, get, request};
 
 /// One pair at a time: the machine is shared.
 static SERIAL: Mutex<()> = Mutex::new(());
 
 const WORKERS: &str = "backend_type IN ('idempotency launcher', 'idempotency maintenance')";
 
-fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(100));
-    }
+/// Every 100 ms: a check here usually opens a connection of its own.
+fn wait_for(what: &str, limit: Duration, check: impl FnMut() -> bool) {
+    wait_for_every(what, limit, Duration::from_millis(100), check);
 }
 
 fn count(server: &Server, sql: &str) -> i64 {
@@ -246,33 +244,15 @@ fn failover_synchronous_loses_nothing_acknowledged() {
     if chosen_major().is_none() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial(&SERIAL);
     let (primary, standby) = pair(true);
     let before = replays_on_standby(&primary, &standby);
 
     // Load on whichever server accepts writes; the primary dies in the middle of it.
-    let stats = Arc::new(Stats::default());
-    let stop = Arc::new(AtomicBool::new(false));
-    let next_key = Arc::new(AtomicU64::new(0));
-    let ports = vec![primary.port, standby.port];
+    let traffic = Load::new(vec![primary.port, standby.port]);
+    let (stats, stop, ports) = (&traffic.stats, &traffic.stop, &traffic.ports);
     std::thread::scope(|s| {
-        let clients: Vec<_> = (0..8u64)
-            .map(|i| {
-                let (ports, stats, next_key, stop) =
-                    (ports.clone(), stats.clone(), next_key.clone(), stop.clone());
-                s.spawn(move || {
-                    session(
-                        ports,
-                        stats,
-                        next_key,
-                        "f".into(),
-                        stop,
-                        100 + i,
-                        Duration::from_secs(60),
-                    )
-                })
-            })
-            .collect();
+        let clients = traffic.spawn(s, 8, "f", |i| 100 + i, Duration::from_secs(60));
         std::thread::sleep(Duration::from_secs(3));
         // The standby stops receiving: from now on the primary commits locally but
         // acknowledges nothing; those commits wait for the standby.
@@ -309,7 +289,7 @@ fn failover_synchronous_loses_nothing_acknowledged() {
     let left = wait_no_processing(&mut db, Instant::now() + Duration::from_secs(15));
     let mut keys: Vec<String> = stats.keys.lock().expect("keys").iter().cloned().collect();
     keys.sort();
-    drive_to_completion(&[standby.port], &stats, &keys);
+    drive_to_completion(&[standby.port], stats, &keys);
     let mut acked = stats.acked.lock().expect("acked").clone();
     acked.extend(before.clone());
     keys.extend(before.keys().cloned());
@@ -385,7 +365,7 @@ fn failover_asynchronous_loses_effect_and_record_together() {
     if chosen_major().is_none() {
         return;
     }
-    let _serial = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _serial = serial(&SERIAL);
     let (primary, standby) = pair(false);
     let before = replays_on_standby(&primary, &standby);
 

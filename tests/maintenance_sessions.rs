@@ -4,18 +4,14 @@
 
 mod common;
 
-use std::sync::{Mutex, MutexGuard};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::{Client, cluster};
+use common::{Client, GenericClient, claim_attempt, cluster, serial};
 
 const NO_WAIT: Duration = Duration::from_millis(500);
 
 static SERIAL: Mutex<()> = Mutex::new(());
-
-fn serial() -> MutexGuard<'static, ()> {
-    SERIAL.lock().unwrap_or_else(|e| e.into_inner())
-}
 
 fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     let started = Instant::now();
@@ -25,14 +21,10 @@ fn timed<T>(what: &str, f: impl FnOnce() -> T) -> T {
     value
 }
 
-fn claim(client: &mut impl postgres::GenericClient, scope: &str, key: &str) -> (String, i32) {
-    let row = client
-        .query_one(
-            "SELECT outcome::text, coalesce(attempt, 0) FROM idem_claim($1, $2, 'h')",
-            &[&scope, &key],
-        )
-        .expect("claim");
-    (row.get(0), row.get(1))
+/// (outcome, attempt), attempt 0 while another session's claim is uncommitted.
+fn claim(client: &mut impl GenericClient, scope: &str, key: &str) -> (String, i32) {
+    let (outcome, attempt) = claim_attempt(client, scope, key, "h");
+    (outcome, attempt.unwrap_or(0))
 }
 
 fn state(client: &mut Client, scope: &str, key: &str) -> Option<(String, i32)> {
@@ -73,7 +65,7 @@ fn stale(client: &mut Client, scope: &str, keys: &[&str]) {
 
 #[test]
 fn a_claim_does_not_wait_for_a_purge_batch() {
-    let _serial = serial();
+    let _serial = serial(&SERIAL);
     let mut a = cluster().session();
     let mut b = cluster().session();
     expired(&mut a, "ms_purge", &["k1", "k2"]);
@@ -102,7 +94,7 @@ fn a_claim_does_not_wait_for_a_purge_batch() {
 
 #[test]
 fn a_purge_does_not_wait_for_a_claim_and_leaves_its_row() {
-    let _serial = serial();
+    let _serial = serial(&SERIAL);
     let mut a = cluster().session();
     let mut b = cluster().session();
     expired(&mut a, "ms_skip", &["taken", "free"]);
@@ -125,7 +117,7 @@ fn a_purge_does_not_wait_for_a_claim_and_leaves_its_row() {
 
 #[test]
 fn reclaim_and_claim_do_not_wait_for_each_other() {
-    let _serial = serial();
+    let _serial = serial(&SERIAL);
     let mut a = cluster().session();
     let mut b = cluster().session();
     stale(&mut a, "ms_reclaim", &["taken", "left"]);

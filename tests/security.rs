@@ -6,50 +6,27 @@
 mod common;
 
 use std::thread;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Client, cluster, sqlstate};
-
-/// A fresh database with the extension, and an owner session in it.
-fn database(name: &str) -> Client {
-    let mut admin = cluster().session();
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {name}"),
-        format!("CREATE DATABASE {name}"),
-    ] {
-        admin.batch_execute(&sql).expect("database");
-    }
-    let mut db = cluster().connect(name);
-    db.batch_execute("CREATE EXTENSION idempotency")
-        .expect("extension");
-    db
-}
-
-fn outcome(client: &mut Client, sql: &str) -> String {
-    match client.query_one(sql, &[]) {
-        Ok(row) => row.get::<_, Option<String>>(0).unwrap_or_default(),
-        Err(e) => format!("ERROR {}", sqlstate(&e)),
-    }
-}
+use common::{Client, answer, cluster, sqlstate, wait_for};
 
 /// Wait until a session of `application_name` waits on a lock.
 fn wait_for_lock_wait(observer: &mut Client, application: &str) {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while Instant::now() < deadline {
-        let waiting: i64 = observer
-            .query_one(
-                "SELECT count(*) FROM pg_stat_activity
-                 WHERE application_name = $1 AND wait_event_type = 'Lock'",
-                &[&application],
-            )
-            .expect("pg_stat_activity")
-            .get(0);
-        if waiting > 0 {
-            return;
-        }
-        thread::sleep(Duration::from_millis(20));
-    }
-    panic!("{application} never waited for a lock");
+    wait_for(
+        &format!("{application} waiting for a lock"),
+        Duration::from_secs(20),
+        || {
+            let waiting: i64 = observer
+                .query_one(
+                    "SELECT count(*) FROM pg_stat_activity
+                     WHERE application_name = $1 AND wait_event_type = 'Lock'",
+                    &[&application],
+                )
+                .expect("pg_stat_activity")
+                .get(0);
+            waiting > 0
+        },
+    );
 }
 
 /// Run `change` (DDL) in a transaction that holds ACCESS EXCLUSIVE on idempotency.requests
@@ -59,7 +36,7 @@ fn claim_while_committing(db: &str, change: &str, claim: &str, user: &str) -> St
     let mut warm = cluster().connect_as(db, user);
     warm.batch_execute("SET application_name = 'in-flight-claim'")
         .expect("name");
-    let first = outcome(
+    let first = answer(
         &mut warm,
         "SELECT outcome::text FROM idem_claim('warm', 'up', 'h')",
     );
@@ -69,7 +46,7 @@ fn claim_while_committing(db: &str, change: &str, claim: &str, user: &str) -> St
         .expect("lock");
     ddl.batch_execute(change).expect("change");
     let claim = claim.to_string();
-    let claimer = thread::spawn(move || outcome(&mut warm, &claim));
+    let claimer = thread::spawn(move || answer(&mut warm, &claim));
     let mut observer = cluster().connect(db);
     wait_for_lock_wait(&mut observer, "in-flight-claim");
     ddl.batch_execute("COMMIT").expect("commit");
@@ -78,21 +55,21 @@ fn claim_while_committing(db: &str, change: &str, claim: &str, user: &str) -> St
 
 #[test]
 fn a_trigger_committed_during_a_claim_fires() {
-    let mut db = database("sec_trigger");
+    let mut db = cluster().database("sec_trigger");
     db.batch_execute(
         "CREATE TABLE public.fired (key text);
          CREATE FUNCTION public.note() RETURNS trigger LANGUAGE plpgsql AS
            $$ BEGIN INSERT INTO public.fired VALUES (NEW.key); RETURN NEW; END $$;",
     )
     .expect("set-up");
-    let answer = claim_while_committing(
+    let got = claim_while_committing(
         "sec_trigger",
         "CREATE TRIGGER note BEFORE INSERT ON idempotency.requests
            FOR EACH ROW EXECUTE FUNCTION public.note()",
         "SELECT outcome::text FROM idem_claim('s', 'in-flight', 'h')",
         "postgres",
     );
-    assert_eq!(answer, "new_claim");
+    assert_eq!(got, "new_claim");
     let fired: i64 = db
         .query_one(
             "SELECT count(*) FROM public.fired WHERE key = 'in-flight'",
@@ -108,14 +85,14 @@ fn a_trigger_committed_during_a_claim_fires() {
 
 #[test]
 fn a_check_committed_during_a_claim_is_enforced() {
-    let mut db = database("sec_check");
-    let answer = claim_while_committing(
+    let mut db = cluster().database("sec_check");
+    let got = claim_while_committing(
         "sec_check",
         "ALTER TABLE idempotency.requests ADD CONSTRAINT short_keys CHECK (octet_length(key) < 5)",
         "SELECT outcome::text FROM idem_claim('s', 'too-long', 'h')",
         "postgres",
     );
-    assert_eq!(answer, "ERROR 23514");
+    assert_eq!(got, "ERROR 23514");
     let rows: i64 = db
         .query_one(
             "SELECT count(*) FROM idempotency.requests WHERE key = 'too-long'",
@@ -128,14 +105,14 @@ fn a_check_committed_during_a_claim_is_enforced() {
 
 #[test]
 fn a_policy_committed_during_a_claim_applies() {
-    let mut db = database("sec_rls");
+    let mut db = cluster().database("sec_rls");
     db.batch_execute(
         "CREATE ROLE sec_app LOGIN;
          GRANT USAGE ON SCHEMA idempotency TO sec_app;
          GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.requests TO sec_app;",
     )
     .expect("role");
-    let answer = claim_while_committing(
+    let got = claim_while_committing(
         "sec_rls",
         "ALTER TABLE idempotency.requests ENABLE ROW LEVEL SECURITY;
          CREATE POLICY only_warm ON idempotency.requests USING (scope = 'warm')
@@ -143,7 +120,7 @@ fn a_policy_committed_during_a_claim_applies() {
         "SELECT outcome::text FROM idem_claim('other-tenant', 'k', 'h')",
         "sec_app",
     );
-    assert_eq!(answer, "ERROR 42501", "the new policy refuses the row");
+    assert_eq!(got, "ERROR 42501", "the new policy refuses the row");
     let rows: i64 = db
         .query_one(
             "SELECT count(*) FROM idempotency.requests WHERE scope = 'other-tenant'",
@@ -156,19 +133,19 @@ fn a_policy_committed_during_a_claim_applies() {
 
 #[test]
 fn extension_recreated_during_a_call() {
-    database("sec_recreate");
+    cluster().database("sec_recreate");
     // A void function: no result row type of the dropped extension to return.
-    let answer = claim_while_committing(
+    let got = claim_while_committing(
         "sec_recreate",
         "DROP EXTENSION idempotency; CREATE EXTENSION idempotency",
         "SELECT idem_complete('s', 'never-claimed', '{}')::text",
         "postgres",
     );
     // The call finds the new table (no record there): never XX000 "could not open relation".
-    assert_eq!(answer, "ERROR P4010");
+    assert_eq!(got, "ERROR P4010");
     let mut again = cluster().connect("sec_recreate");
     assert_eq!(
-        outcome(
+        answer(
             &mut again,
             "SELECT outcome::text FROM idem_claim('s', 'after', 'h')"
         ),
@@ -179,9 +156,9 @@ fn extension_recreated_during_a_call() {
 /// The owner changed the table; every claim must do what SQL does, and the server survives.
 #[test]
 fn altered_columns_and_constraints_are_honoured() {
-    let mut db = database("sec_shape");
+    let mut db = cluster().database("sec_shape");
     let claim = |db: &mut Client, key: &str| {
-        outcome(
+        answer(
             db,
             &format!("SELECT outcome::text FROM idem_claim('s', '{key}', 'h')"),
         )
@@ -208,7 +185,7 @@ fn altered_columns_and_constraints_are_honoured() {
         assert_eq!(claim(&mut db, &key), "new_claim");
         db.execute(&format!("SELECT idem_fail('s', '{key}', true)"), &[])
             .expect("fail");
-        let again = outcome(
+        let again = answer(
             &mut db,
             &format!("SELECT outcome::text || ' ' || attempt FROM idem_claim('s', '{key}', 'h')"),
         );
@@ -274,7 +251,7 @@ fn altered_columns_and_constraints_are_honoured() {
 /// Any role could block new keys by holding `pg_advisory_lock(idem_lock_key(...))`.
 #[test]
 fn advisory_locks_of_other_roles_do_not_block_claims() {
-    let mut db = database("sec_locks");
+    let mut db = cluster().database("sec_locks");
     db.batch_execute("CREATE ROLE nobody_at_all LOGIN")
         .expect("role");
     let mut nobody = cluster().connect_as("sec_locks", "nobody_at_all");
@@ -288,7 +265,7 @@ fn advisory_locks_of_other_roles_do_not_block_claims() {
     let mut app = cluster().connect("sec_locks");
     app.batch_execute("BEGIN").expect("begin");
     assert_eq!(
-        outcome(
+        answer(
             &mut app,
             "SELECT outcome::text FROM idem_claim('s', 'k', 'h')"
         ),
@@ -309,7 +286,7 @@ fn advisory_locks_of_other_roles_do_not_block_claims() {
     // Another claimer of the same key still sees the uncommitted claim.
     let mut other = cluster().connect("sec_locks");
     assert_eq!(
-        outcome(
+        answer(
             &mut other,
             "SELECT outcome::text FROM idem_claim('s', 'k', 'h')"
         ),
@@ -321,7 +298,7 @@ fn advisory_locks_of_other_roles_do_not_block_claims() {
 /// A claim made late in a long transaction gets a lease that starts at the claim.
 #[test]
 fn leases_start_at_the_claim_not_the_transaction() {
-    let mut db = database("sec_lease");
+    let mut db = cluster().database("sec_lease");
     for (isolation, key) in [("read committed", "direct"), ("repeatable read", "sql")] {
         db.batch_execute(&format!(
             "BEGIN ISOLATION LEVEL {isolation}; SELECT pg_sleep(1.2)"
@@ -354,7 +331,7 @@ fn leases_start_at_the_claim_not_the_transaction() {
         db.batch_execute("COMMIT").expect("commit");
         let mut other = cluster().connect("sec_lease");
         assert_eq!(
-            outcome(
+            answer(
                 &mut other,
                 &format!("SELECT outcome::text FROM idem_claim('s', '{key}', 'h')")
             ),
@@ -368,7 +345,7 @@ fn leases_start_at_the_claim_not_the_transaction() {
 /// kept plan of a privileged role exists in the same backend.
 #[test]
 fn schema_usage_is_required() {
-    let mut db = database("sec_usage");
+    let mut db = cluster().database("sec_usage");
     db.batch_execute(
         "DO $$ BEGIN CREATE ROLE no_usage LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
          GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA idempotency TO no_usage;
@@ -390,7 +367,7 @@ fn schema_usage_is_required() {
         "SELECT idem_advance('s', 'e', 1)::text",
         "SELECT idem_outbox_put('t', '{}')::text",
     ] {
-        assert_eq!(outcome(&mut db, call), "ERROR 42501", "{call}");
+        assert_eq!(answer(&mut db, call), "ERROR 42501", "{call}");
     }
     db.batch_execute("RESET ROLE").expect("reset");
     let rows: i64 = db
@@ -403,7 +380,7 @@ fn schema_usage_is_required() {
 /// P4002's DETAIL shows this request's hash, never the stored one (another caller's).
 #[test]
 fn hash_mismatch_does_not_show_the_stored_hash() {
-    let mut db = database("sec_detail");
+    let mut db = cluster().database("sec_detail");
     db.batch_execute("SELECT idem_claim('tenant', 'k', 'secret-hash-of-tenant-a')")
         .expect("claim");
     let err = db

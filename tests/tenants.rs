@@ -4,39 +4,11 @@
 
 mod common;
 
-use common::{Client, cluster, sqlstate};
+use common::{Client, answer, cluster, fingerprint_sql, repo_file, sql_block_after, sqlstate};
 
 /// The ```sql block under "## The recipe" of docs/tenants.md.
 fn recipe() -> String {
-    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/tenants.md"))
-        .expect("docs/tenants.md");
-    let section = doc.split("## The recipe").nth(1).expect("## The recipe");
-    let block = section.split("```sql\n").nth(1).expect("a sql block");
-    block.split("```").next().expect("its end").to_string()
-}
-
-fn database(name: &str) -> Client {
-    let mut admin = cluster().session();
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {name}"),
-        format!("CREATE DATABASE {name}"),
-    ] {
-        admin.batch_execute(&sql).expect("database");
-    }
-    let mut db = cluster().connect(name);
-    db.batch_execute("CREATE EXTENSION idempotency")
-        .expect("extension");
-    db
-}
-
-/// The first column as text, or `ERROR <sqlstate>`.
-fn answer(c: &mut Client, sql: &str) -> String {
-    match c.query_one(sql, &[]) {
-        Ok(row) => row
-            .get::<_, Option<String>>(0)
-            .unwrap_or_else(|| "NULL".into()),
-        Err(e) => format!("ERROR {}", sqlstate(&e)),
-    }
+    sql_block_after(&repo_file("docs/tenants.md"), "## The recipe")
 }
 
 /// `sql` in a transaction serving `tenant` (None: no tenant set), committed when it worked.
@@ -60,19 +32,11 @@ fn as_tenant(c: &mut Client, tenant: Option<&str>, sql: &str) -> String {
 }
 
 fn fingerprint(owner: &mut Client) -> String {
-    answer(
-        owner,
-        "SELECT concat_ws('|', \
-           (SELECT string_agg(r::text, ';' ORDER BY scope, key) FROM idempotency.requests r), \
-           (SELECT string_agg(r::text, ';' ORDER BY consumer, message_id) FROM idempotency.inbox r), \
-           (SELECT string_agg(r::text, ';' ORDER BY stream, entity) FROM idempotency.versions r), \
-           (SELECT string_agg(r::text, ';' ORDER BY id) FROM idempotency.outbox r), \
-           (SELECT string_agg(r::text, ';' ORDER BY r::text) FROM public.effects r))",
-    )
+    answer(owner, &fingerprint_sql("public.effects"))
 }
 
 fn setup(name: &str, warm_first: bool) -> (Client, Client) {
-    let mut owner = database(name);
+    let mut owner = cluster().database(name);
     // Roles are cluster-wide: one per test, since the tests run at once.
     let role = format!("{name}_pool");
     owner

@@ -14,7 +14,7 @@ use std::path::PathBuf;
 use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
-use common::{Client, cluster, sqlstate};
+use common::{Client, cluster, serial, sqlstate};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
@@ -53,14 +53,7 @@ fn install_frozen_scripts() {
 /// A new database of the shared cluster with the extension at `version` (None: the default).
 fn database(name: &str, version: Option<&str>) -> Client {
     install_frozen_scripts();
-    let mut admin = cluster().connect("postgres");
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name}"))
-        .expect("drop database");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .expect("create database");
-    let mut db = cluster().connect(name);
+    let mut db = cluster().empty_database(name);
     let create = match version {
         Some(v) => format!("CREATE EXTENSION idempotency VERSION '{v}'"),
         None => "CREATE EXTENSION idempotency".to_string(),
@@ -108,7 +101,7 @@ fn default_version_and_update_paths() {
 /// install, the direct paths on.
 #[test]
 fn update_from_each_old_version_keeps_rows_and_equals_a_fresh_install() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = serial(&SERIAL);
     let mut fresh = database("upgrade_fresh", None);
     let installed = fixtures::catalog(&mut fresh);
     assert!(
@@ -143,7 +136,7 @@ fn update_from_each_old_version_keeps_rows_and_equals_a_fresh_install() {
 /// The 0.1.0 SQL (not updated) against this library: every function, the view.
 #[test]
 fn sql_of_0_1_0_runs_on_the_new_library() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = serial(&SERIAL);
     let mut fresh = cluster().session();
     let mut old = database("old_010", Some("0.1.0"));
     fixtures::write_data(&mut old);

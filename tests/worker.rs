@@ -6,20 +6,14 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::{RwLock, RwLockReadGuard, RwLockWriteGuard};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Client, Cluster, EXTRA_CONF, cluster, sqlstate};
+use common::{Client, claim, count, metrics, records, sqlstate, wait_for, worker_cluster};
 
 const NAPTIME: Duration = Duration::from_millis(200);
 
 static SERIAL: RwLock<()> = RwLock::new(());
-
-fn server() -> &'static Cluster {
-    EXTRA_CONF.get_or_init(|| "idempotency.worker_enabled = on\nidempotency.naptime = '200ms'\n");
-    cluster()
-}
 
 fn shared() -> RwLockReadGuard<'static, ()> {
     SERIAL.read().unwrap_or_else(|e| e.into_inner())
@@ -27,44 +21,6 @@ fn shared() -> RwLockReadGuard<'static, ()> {
 
 fn exclusive() -> RwLockWriteGuard<'static, ()> {
     SERIAL.write().unwrap_or_else(|e| e.into_inner())
-}
-
-/// Poll `check` until it holds; how long that took, or a panic after `limit`.
-fn wait_for(what: &str, limit: Duration, mut check: impl FnMut() -> bool) -> Duration {
-    let started = Instant::now();
-    loop {
-        if check() {
-            return started.elapsed();
-        }
-        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
-        std::thread::sleep(Duration::from_millis(20));
-    }
-}
-
-fn count(client: &mut Client, sql: &str) -> i64 {
-    client
-        .query_one(sql, &[])
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .get(0)
-}
-
-fn metrics(client: &mut Client) -> HashMap<String, i64> {
-    client
-        .query("SELECT name, value FROM idem_metrics()", &[])
-        .expect("idem_metrics")
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect()
-}
-
-fn outcome(client: &mut Client, scope: &str, key: &str, hash: &str) -> String {
-    client
-        .query_one(
-            "SELECT outcome::text FROM idem_claim($1, $2, $3)",
-            &[&scope, &key, &hash],
-        )
-        .expect("claim")
-        .get(0)
 }
 
 fn reload(client: &mut Client, setting: &str, value: &str) {
@@ -95,26 +51,15 @@ fn wait_for_setting(client: &mut Client, setting: &str, shown: &str) {
 
 /// A fresh database, with the extension or without.
 fn create_database(name: &str, with_extension: bool) -> Client {
-    let mut admin = server().connect("postgres");
-    admin
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .expect("drop database");
-    admin
-        .batch_execute(&format!("CREATE DATABASE {name}"))
-        .expect("create database");
-    let mut db = server().connect(name);
     if with_extension {
-        db.batch_execute("CREATE EXTENSION idempotency")
-            .expect("create extension");
+        worker_cluster().database(name)
+    } else {
+        worker_cluster().empty_database(name)
     }
-    db
 }
 
 fn drop_database(name: &str) {
-    server()
-        .connect("postgres")
-        .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
-        .expect("drop database");
+    worker_cluster().drop_database(name);
 }
 
 /// Records of `scope` whose retention has ended, one per finished state.
@@ -131,20 +76,10 @@ fn expired_finished_records(client: &mut Client, scope: &str) {
         .expect("expired records");
 }
 
-fn records(client: &mut Client, scope: &str) -> i64 {
-    client
-        .query_one(
-            "SELECT count(*) FROM idempotency.requests WHERE scope = $1",
-            &[&scope],
-        )
-        .expect("count")
-        .get(0)
-}
-
 #[test]
 fn expired_lease_is_reclaimed_within_three_naptimes() {
     let _g = shared();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     db.batch_execute(
         "SELECT idem_claim('w_reclaim', 'k', 'h', lease => '50 milliseconds', claimed_by => 'w1')",
     )
@@ -174,13 +109,13 @@ fn expired_lease_is_reclaimed_within_three_naptimes() {
         late > 0.0 && late < 3.0 * NAPTIME.as_secs_f64(),
         "reclaimed {late}s after the lease ended"
     );
-    assert_eq!(outcome(&mut db, "w_reclaim", "k", "h"), "retryable_failure");
+    assert_eq!(claim(&mut db, "w_reclaim", "k", "h"), "retryable_failure");
 }
 
 #[test]
 fn expired_finished_records_are_purged_and_the_rest_kept() {
     let _g = shared();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     expired_finished_records(&mut db, "w_purge");
     db.batch_execute(
         "SELECT idem_claim('w_purge', 'fresh', 'h', retention => '1 hour');
@@ -207,7 +142,7 @@ fn expired_finished_records_are_purged_and_the_rest_kept() {
 #[test]
 fn the_round_also_purges_expired_inbox_rows_and_old_published_messages() {
     let _g = shared();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     db.batch_execute(
         "SELECT idem_inbox_accept('w_inbox', 'old', 'h', retention => '1 millisecond');
          SELECT idem_inbox_accept('w_inbox', 'new', 'h', retention => '1 hour');
@@ -268,7 +203,11 @@ fn every_database_with_the_extension_is_maintained_and_others_left_alone() {
     });
     std::thread::sleep(2 * NAPTIME);
     assert_eq!(records(&mut c, "s"), 1);
-    assert!(!server().log().contains("w_db_c"), "{}", server().log());
+    assert!(
+        !worker_cluster().log().contains("w_db_c"),
+        "{}",
+        worker_cluster().log()
+    );
     drop(c);
     drop_database("w_db_c");
 }
@@ -280,12 +219,12 @@ fn a_failing_database_is_logged_and_the_others_are_still_maintained() {
     broken
         .batch_execute("ALTER TABLE idempotency.requests RENAME TO requests_moved")
         .expect("break");
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     expired_finished_records(&mut db, "w_after_failure");
     let expected = "idempotency: idem_reclaim in database \"w_broken\" failed: \
                     relation \"idempotency.requests\" does not exist (SQLSTATE 42P01)";
     wait_for("the failure logged", Duration::from_secs(5), || {
-        server().log().contains(expected)
+        worker_cluster().log().contains(expected)
     });
     wait_for("the others purged", Duration::from_secs(5), || {
         records(&mut db, "w_after_failure") == 0
@@ -297,7 +236,7 @@ fn a_failing_database_is_logged_and_the_others_are_still_maintained() {
 #[test]
 fn both_processes_show_in_pg_stat_activity_and_a_lock_times_out() {
     let _g = exclusive();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     wait_for("the launcher", Duration::from_secs(10), || {
         count(
             &mut db,
@@ -326,7 +265,7 @@ fn both_processes_show_in_pg_stat_activity_and_a_lock_times_out() {
     let expected = "idempotency: idem_reclaim in database \"w_locked\" failed: \
                     canceling statement due to lock timeout (SQLSTATE 55P03)";
     wait_for("the lock timeout logged", Duration::from_secs(10), || {
-        server().log().contains(expected)
+        worker_cluster().log().contains(expected)
     });
     tx.rollback().expect("rollback");
     drop(locked);
@@ -336,7 +275,7 @@ fn both_processes_show_in_pg_stat_activity_and_a_lock_times_out() {
 #[test]
 fn a_reloaded_naptime_takes_effect() {
     let _g = exclusive();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     let rounds = |db: &mut Client| metrics(db)["maintenance_rounds"];
     let before = rounds(&mut db);
     wait_for("rounds at 200ms", Duration::from_secs(5), || {
@@ -362,7 +301,7 @@ fn a_reloaded_naptime_takes_effect() {
 #[test]
 fn a_worker_switched_off_by_reload_does_nothing() {
     let _g = exclusive();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     reload(&mut db, "idempotency.worker_enabled", "off");
     wait_for_setting(&mut db, "idempotency.worker_enabled", "off");
     std::thread::sleep(Duration::from_secs(1));
@@ -380,7 +319,7 @@ fn a_worker_switched_off_by_reload_does_nothing() {
 #[test]
 fn the_databases_setting_restricts_the_rounds() {
     let _g = exclusive();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     let mut other = create_database("w_db_other", true);
     reload(&mut db, "idempotency.databases", "idem_test, w_db_x");
     wait_for_setting(&mut db, "idempotency.databases", "idem_test, w_db_x");
@@ -403,7 +342,7 @@ fn the_databases_setting_restricts_the_rounds() {
 #[test]
 fn reclaim_grace_holds_back_reclaiming() {
     let _g = exclusive();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     reload(&mut db, "idempotency.reclaim_grace", "1h");
     wait_for_setting(&mut db, "idempotency.reclaim_grace", "1h");
     db.batch_execute("SELECT idem_claim('w_grace', 'k', 'h', lease => '1 millisecond')")
@@ -429,7 +368,7 @@ fn reclaim_grace_holds_back_reclaiming() {
 #[test]
 fn the_launcher_comes_back_after_pg_terminate_backend() {
     let _g = exclusive();
-    let mut db = server().session();
+    let mut db = worker_cluster().session();
     let launcher = "SELECT coalesce(max(pid), 0) FROM pg_stat_activity \
                     WHERE backend_type = 'idempotency launcher'";
     let mut first = 0;
@@ -457,27 +396,27 @@ fn the_launcher_comes_back_after_pg_terminate_backend() {
 #[test]
 fn metrics_move_as_claims_happen() {
     let _g = exclusive();
-    let mut a = server().session();
-    let mut b = server().session();
+    let mut a = worker_cluster().session();
+    let mut b = worker_cluster().session();
     let before = metrics(&mut a);
 
-    assert_eq!(outcome(&mut a, "w_metrics", "k1", "h"), "new_claim");
-    assert_eq!(outcome(&mut b, "w_metrics", "k1", "h"), "processing_active");
+    assert_eq!(claim(&mut a, "w_metrics", "k1", "h"), "new_claim");
+    assert_eq!(claim(&mut b, "w_metrics", "k1", "h"), "processing_active");
     a.batch_execute("SELECT idem_complete('w_metrics', 'k1', '{}')")
         .expect("complete");
-    assert_eq!(outcome(&mut b, "w_metrics", "k1", "h"), "replay_success");
+    assert_eq!(claim(&mut b, "w_metrics", "k1", "h"), "replay_success");
     let err = b
         .query_one("SELECT * FROM idem_claim('w_metrics', 'k1', 'other')", &[])
         .expect_err("mismatch");
     assert_eq!(sqlstate(&err), "P4002");
 
-    assert_eq!(outcome(&mut a, "w_metrics", "k2", "h"), "new_claim");
+    assert_eq!(claim(&mut a, "w_metrics", "k2", "h"), "new_claim");
     a.batch_execute("SELECT idem_fail('w_metrics', 'k2', true, 'later')")
         .expect("fail");
-    assert_eq!(outcome(&mut b, "w_metrics", "k2", "h"), "retryable_failure");
+    assert_eq!(claim(&mut b, "w_metrics", "k2", "h"), "retryable_failure");
     b.batch_execute("SELECT idem_fail('w_metrics', 'k2', false, 'no')")
         .expect("fail");
-    assert_eq!(outcome(&mut a, "w_metrics", "k2", "h"), "final_failure");
+    assert_eq!(claim(&mut a, "w_metrics", "k2", "h"), "final_failure");
 
     let after = metrics(&mut a);
     let delta = |name: &str| after[name] - before[name];

@@ -4,47 +4,20 @@
 
 mod common;
 
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use common::{Client, Cluster, EXTRA_CONF, cluster};
-
-fn server() -> &'static Cluster {
-    EXTRA_CONF.get_or_init(|| "idempotency.worker_enabled = on\nidempotency.naptime = '200ms'\n");
-    cluster()
-}
+use common::{Client, count, wait_for_every, worker_cluster};
 
 fn database(name: &str) -> Client {
-    let mut admin = server().session();
-    for sql in [
-        format!("DROP DATABASE IF EXISTS {name}"),
-        format!("CREATE DATABASE {name}"),
-    ] {
-        admin.batch_execute(&sql).expect("database");
-    }
-    let mut db = server().connect(name);
-    db.batch_execute("CREATE EXTENSION idempotency")
-        .expect("extension");
-    db
+    worker_cluster().database(name)
 }
 
-fn count(client: &mut Client, sql: &str) -> i64 {
-    client
-        .query_one(sql, &[])
-        .unwrap_or_else(|e| panic!("{sql}: {e}"))
-        .get(0)
-}
+/// Generous: six tests share one server, each database waits its turn for a worker round, and
+/// CI machines are loaded (20 s was missed once on PG18).
+const ROUND: Duration = Duration::from_secs(60);
 
-fn wait_for(what: &str, mut check: impl FnMut() -> bool) {
-    let started = Instant::now();
-    while !check() {
-        // Generous: six tests share one server, each database waits its turn for a worker
-        // round, and CI machines are loaded (20 s was missed once on PG18).
-        assert!(
-            started.elapsed() < Duration::from_secs(60),
-            "{what}: not within 60 s"
-        );
-        std::thread::sleep(Duration::from_millis(50));
-    }
+fn wait_for_round(what: &str, check: impl FnMut() -> bool) {
+    wait_for_every(what, ROUND, Duration::from_millis(50), check);
 }
 
 /// Rows the worker should remove: a finished record, an inbox row and a published message, all
@@ -86,7 +59,7 @@ fn a_trigger_grantee_cannot_borrow_the_worker() {
          GRANT CREATE ON SCHEMA public TO mallory;",
     )
     .expect("grants");
-    let mut mallory = server().connect_as("ws_trigger", "mallory");
+    let mut mallory = worker_cluster().connect_as("ws_trigger", "mallory");
     mallory
         .batch_execute(
             "CREATE FUNCTION public.escalate() RETURNS trigger LANGUAGE plpgsql AS
@@ -100,11 +73,11 @@ fn a_trigger_grantee_cannot_borrow_the_worker() {
         "SELECT value FROM idem_metrics() WHERE name = 'maintenance_refused'",
     );
     db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for("the inbox and outbox are purged", || {
+    wait_for_round("the inbox and outbox are purged", || {
         let (_, inbox, outbox) = left(&mut db);
         inbox == 0 && outbox == 0
     });
-    wait_for("the refusal is counted", || {
+    wait_for_round("the refusal is counted", || {
         count(
             &mut db,
             "SELECT value FROM idem_metrics() WHERE name = 'maintenance_refused'",
@@ -122,7 +95,7 @@ fn a_trigger_grantee_cannot_borrow_the_worker() {
         "the worker ran mallory's trigger as a superuser"
     );
     assert_eq!(left(&mut db).0, 1, "the refused table is left as it is");
-    let log = server().log();
+    let log = worker_cluster().log();
     assert!(
         log.contains("does not touch idempotency.requests: trigger \"escalate\""),
         "no WARNING in the server log"
@@ -130,7 +103,7 @@ fn a_trigger_grantee_cannot_borrow_the_worker() {
     // Once the trigger is gone, the record is purged.
     db.batch_execute("DROP TRIGGER escalate ON idempotency.requests")
         .expect("drop trigger");
-    wait_for("the record is purged", || left(&mut db).0 == 0);
+    wait_for_round("the record is purged", || left(&mut db).0 == 0);
 }
 
 /// The worker writes as the table's owner: a trigger of the owner's runs as the owner, under a
@@ -157,7 +130,7 @@ fn the_worker_writes_as_the_table_owner() {
     )
     .expect("owner and trigger");
     db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for("the record is purged", || left(&mut db).0 == 0);
+    wait_for_round("the record is purged", || left(&mut db).0 == 0);
     let row = db
         .query_one("SELECT who, restricted, path FROM public.audit", &[])
         .expect("audit row");
@@ -173,7 +146,7 @@ fn the_worker_writes_as_the_table_owner() {
 fn a_failing_step_does_not_skip_the_others() {
     let mut db = database("ws_isolation");
     db.batch_execute(EXPIRED_ROWS).expect("rows");
-    let mut holder = server().connect("ws_isolation");
+    let mut holder = worker_cluster().connect("ws_isolation");
     holder
         .batch_execute("BEGIN; LOCK TABLE idempotency.requests IN ACCESS EXCLUSIVE MODE")
         .expect("lock");
@@ -181,12 +154,12 @@ fn a_failing_step_does_not_skip_the_others() {
     // inbox and outbox rows added: every round from now on, while the lock is held, fails its
     // reclaim, so their purge shows the later steps were not skipped. (Rows added before the
     // lock could be purged by a round that ran before it, which proves nothing.)
-    wait_for("the failed step is reported", || {
-        let log = server().log();
+    wait_for_round("the failed step is reported", || {
+        let log = worker_cluster().log();
         log.contains("idem_reclaim in database \"ws_isolation\" failed")
             && log.contains("SQLSTATE 55P03")
     });
-    let mut other = server().connect("ws_isolation");
+    let mut other = worker_cluster().connect("ws_isolation");
     other
         .batch_execute(
             "SELECT idem_inbox_accept('w2', 'old', 'h', retention => '1 millisecond');
@@ -195,7 +168,7 @@ fn a_failing_step_does_not_skip_the_others() {
                     published_at = now() - interval '8 days' WHERE topic = 'w2';",
         )
         .expect("rows under the lock");
-    wait_for(
+    wait_for_round(
         "the inbox and outbox are purged while the lock is held",
         || {
             let inbox = count(
@@ -210,7 +183,7 @@ fn a_failing_step_does_not_skip_the_others() {
         },
     );
     holder.batch_execute("COMMIT").expect("unlock");
-    wait_for("the record is purged once the lock is gone", || {
+    wait_for_round("the record is purged once the lock is gone", || {
         left(&mut db).0 == 0
     });
 }
@@ -229,7 +202,7 @@ fn a_when_condition_cannot_smuggle_code_into_a_trigger_of_the_owner() {
            AS $$ BEGIN RETURN OLD; END $$;",
     )
     .expect("set-up");
-    let mut eve = server().connect_as("ws_when", "eve");
+    let mut eve = worker_cluster().connect_as("ws_when", "eve");
     eve.batch_execute(
         "CREATE FUNCTION public.eve_escalate() RETURNS boolean LANGUAGE plpgsql AS
            $$ BEGIN EXECUTE 'ALTER ROLE eve SUPERUSER'; RETURN true; END $$;
@@ -238,12 +211,12 @@ fn a_when_condition_cannot_smuggle_code_into_a_trigger_of_the_owner() {
     )
     .expect("eve's trigger");
     db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for("the record and the inbox row are purged", || {
+    wait_for_round("the record and the inbox row are purged", || {
         let (requests, inbox, _) = left(&mut db);
         requests == 0 && inbox == 0
     });
-    wait_for("the warning", || {
-        server()
+    wait_for_round("the warning", || {
+        worker_cluster()
             .log()
             .contains("does not touch idempotency.outbox: trigger \"sneaky\" has a WHEN condition")
     });
@@ -276,7 +249,7 @@ fn trigger_arguments_cannot_steer_a_function_of_the_owner() {
          CREATE TABLE public.victim (scope text);",
     )
     .expect("set-up");
-    let mut trent = server().connect_as("ws_args", "trent");
+    let mut trent = worker_cluster().connect_as("ws_args", "trent");
     trent
         .batch_execute(
             "CREATE TRIGGER injected BEFORE DELETE ON idempotency.requests FOR EACH ROW
@@ -286,12 +259,12 @@ fn trigger_arguments_cannot_steer_a_function_of_the_owner() {
         )
         .expect("trent's trigger");
     db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for("the inbox and outbox are purged", || {
+    wait_for_round("the inbox and outbox are purged", || {
         let (_, inbox, outbox) = left(&mut db);
         inbox == 0 && outbox == 0
     });
-    wait_for("the warning", || {
-        server()
+    wait_for_round("the warning", || {
+        worker_cluster()
             .log()
             .contains("does not touch idempotency.requests: trigger \"injected\" passes arguments")
     });
@@ -324,9 +297,9 @@ fn a_deferred_trigger_of_the_owner_does_not_fire_as_the_worker() {
     )
     .expect("the owner's deferred trigger");
     db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for("the inbox is purged", || left(&mut db).1 == 0);
-    wait_for("the failure is logged", || {
-        server().log().contains(
+    wait_for_round("the inbox is purged", || left(&mut db).1 == 0);
+    wait_for_round("the failure is logged", || {
+        worker_cluster().log().contains(
             "idem_outbox_purge in database \"ws_deferred\" failed: cannot fire deferred trigger \
              within security-restricted operation (SQLSTATE 42501)",
         )

@@ -4,36 +4,23 @@
 
 mod common;
 
-use std::collections::HashMap;
 use std::sync::Mutex;
 use std::thread;
 use std::time::Duration;
 
-use common::{Client, cluster, sqlstate};
+use common::{Client, claim, claim_attempt, cluster, metrics, serial, sqlstate};
 
 static SERIAL: Mutex<()> = Mutex::new(());
 
 fn writes(client: &mut Client) -> (i64, i64) {
-    let m: HashMap<String, i64> = client
-        .query("SELECT name, value FROM idem_metrics()", &[])
-        .expect("idem_metrics")
-        .iter()
-        .map(|row| (row.get(0), row.get(1)))
-        .collect();
+    let m = metrics(client);
     (m["writes_direct"], m["writes_sql"])
 }
 
 /// Claim and complete a new key; (direct, sql) writes it took.
 fn claim_and_complete(client: &mut Client, scope: &str, key: &str) -> (i64, i64) {
     let before = writes(client);
-    let outcome: String = client
-        .query_one(
-            "SELECT outcome::text FROM idem_claim($1, $2, 'h')",
-            &[&scope, &key],
-        )
-        .expect("claim")
-        .get(0);
-    assert_eq!(outcome, "new_claim");
+    assert_eq!(claim(client, scope, key, "h"), "new_claim");
     client
         .execute(
             "SELECT idem_complete($1, $2, '{\"ok\": true}')",
@@ -54,7 +41,7 @@ fn claim_and_complete(client: &mut Client, scope: &str, key: &str) -> (i64, i64)
 
 #[test]
 fn direct_writes_and_when_they_step_aside() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = serial(&SERIAL);
     let mut c = cluster().session();
 
     // The table as the extension made it: both writes are direct.
@@ -178,7 +165,7 @@ fn direct_writes_and_when_they_step_aside() {
 /// then is fenced: the row changed under the direct write, which hands over to SQL.
 #[test]
 fn late_completion_waiting_on_a_takeover_is_fenced() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = serial(&SERIAL);
     let mut a = cluster().session();
     let mut b = cluster().session();
     a.query_one(
@@ -188,16 +175,10 @@ fn late_completion_waiting_on_a_takeover_is_fenced() {
     .expect("claim");
     thread::sleep(Duration::from_millis(400));
     let mut tb = b.transaction().expect("begin");
-    let (outcome, attempt): (String, i32) = {
-        let row = tb
-            .query_one(
-                "SELECT outcome::text, attempt FROM idem_claim('wp2', 'k', 'h')",
-                &[],
-            )
-            .expect("takeover");
-        (row.get(0), row.get(1))
-    };
-    assert_eq!((outcome.as_str(), attempt), ("processing_stale", 2));
+    assert_eq!(
+        claim_attempt(&mut tb, "wp2", "k", "h"),
+        ("processing_stale".into(), Some(2))
+    );
 
     let late = thread::spawn(move || {
         a.execute("SELECT idem_complete('wp2', 'k', '{\"late\": 1}', 1)", &[])
@@ -230,7 +211,7 @@ fn late_completion_waiting_on_a_takeover_is_fenced() {
 /// repeat (same response) or refused (another response), never a second effect.
 #[test]
 fn concurrent_completions_of_one_attempt() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = serial(&SERIAL);
     for (second, expected) in [("{\"r\": 1}", Ok(())), ("{\"r\": 2}", Err("P4010"))] {
         let mut a = cluster().session();
         let mut b = cluster().session();
@@ -270,7 +251,7 @@ fn concurrent_completions_of_one_attempt() {
 /// facts, result descriptors and plans follow the new objects.
 #[test]
 fn extension_recreated_under_a_live_session() {
-    let _turn = SERIAL.lock().unwrap_or_else(|e| e.into_inner());
+    let _turn = serial(&SERIAL);
     let mut c = cluster().session();
     assert_eq!(claim_and_complete(&mut c, "wp4", "before").0, 2);
     c.batch_execute(

@@ -3,15 +3,21 @@
 //!
 //! It uses the Postgres that `cargo pgrx test pgNN` built and installed the extension for
 //! (found through `~/.pgrx/config.toml`). As root, the server runs as the `postgres` user.
+//!
+//! Also the helpers every test binary used to write for itself (fresh databases, a statement's
+//! answer or SQLSTATE, a claim's outcome, counts, polling loops), so that each is written once
+//! and behaves the same everywhere.
+// Each test binary compiles this module and uses only some of it.
 #![allow(dead_code)]
 
+use std::collections::HashMap;
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, MutexGuard, OnceLock};
 use std::time::{Duration, Instant};
 
-pub use postgres::{Client, Error, NoTls};
+pub use postgres::{Client, Error, GenericClient, NoTls};
 
 pub struct Cluster {
     pub port: u16,
@@ -94,6 +100,13 @@ pub static EXTRA_CONF: OnceLock<&'static str> = OnceLock::new();
 pub fn cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
     CLUSTER.get_or_init(start)
+}
+
+/// The shared cluster with the maintenance worker on and a 200 ms naptime (tests/worker.rs,
+/// tests/worker_security.rs). Must be the binary's first call of [`cluster`].
+pub fn worker_cluster() -> &'static Cluster {
+    EXTRA_CONF.get_or_init(|| "idempotency.worker_enabled = on\nidempotency.naptime = '200ms'\n");
+    cluster()
 }
 
 /// A new cluster of its own (most tests share [`cluster`]'s).
@@ -250,6 +263,33 @@ impl Cluster {
         self.connect("idem_test")
     }
 
+    /// A fresh, empty database `name` (a leftover of that name is dropped first, sessions and
+    /// all: the maintenance worker may be connected to it), and a session in it. Tests that
+    /// alter the extension's objects or need counters of their own each take one.
+    pub fn empty_database(&self, name: &str) -> Client {
+        self.drop_database(name);
+        self.connect("postgres")
+            .batch_execute(&format!("CREATE DATABASE {name}"))
+            .expect("create database");
+        self.connect(name)
+    }
+
+    /// Drop database `name` if it exists, ending its sessions.
+    pub fn drop_database(&self, name: &str) {
+        self.connect("postgres")
+            .batch_execute(&format!("DROP DATABASE IF EXISTS {name} WITH (FORCE)"))
+            .expect("drop database");
+    }
+
+    /// [`Cluster::empty_database`] with the extension created in it (its default version):
+    /// a session of the owner.
+    pub fn database(&self, name: &str) -> Client {
+        let mut db = self.empty_database(name);
+        db.batch_execute("CREATE EXTENSION idempotency")
+            .expect("create extension");
+        db
+    }
+
     pub fn log(&self) -> String {
         std::fs::read_to_string(self.datadir.join("server.log")).unwrap_or_default()
     }
@@ -260,4 +300,127 @@ pub fn sqlstate(err: &Error) -> String {
     err.code()
         .map(|c| c.code().to_string())
         .unwrap_or_else(|| format!("no SQLSTATE: {err}"))
+}
+
+/// A statement's first column as text (`NULL` for SQL NULL), or `ERROR <sqlstate>` when it
+/// fails: lets one assertion cover both the answers and the errors a test expects.
+pub fn answer(client: &mut impl GenericClient, sql: &str) -> String {
+    match client.query_one(sql, &[]) {
+        Ok(row) => row
+            .get::<_, Option<String>>(0)
+            .unwrap_or_else(|| "NULL".into()),
+        Err(e) => format!("ERROR {}", sqlstate(&e)),
+    }
+}
+
+/// The outcome of `idem_claim(scope, key, hash)`, in a session or inside its open transaction.
+pub fn claim(client: &mut impl GenericClient, scope: &str, key: &str, hash: &str) -> String {
+    claim_attempt(client, scope, key, hash).0
+}
+
+/// (outcome, attempt) of `idem_claim(scope, key, hash)`; the attempt is NULL while another
+/// session's claim of the key is uncommitted.
+pub fn claim_attempt(
+    client: &mut impl GenericClient,
+    scope: &str,
+    key: &str,
+    hash: &str,
+) -> (String, Option<i32>) {
+    let row = client
+        .query_one(
+            "SELECT outcome::text, attempt FROM idem_claim($1, $2, $3)",
+            &[&scope, &key, &hash],
+        )
+        .expect("claim");
+    (row.get(0), row.get(1))
+}
+
+/// The single bigint a query returns (a count); panics with the query on error.
+pub fn count(client: &mut impl GenericClient, sql: &str) -> i64 {
+    client
+        .query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
+}
+
+/// How many records `scope` has in idempotency.requests.
+pub fn records(client: &mut impl GenericClient, scope: &str) -> i64 {
+    client
+        .query_one(
+            "SELECT count(*) FROM idempotency.requests WHERE scope = $1",
+            &[&scope],
+        )
+        .expect("count")
+        .get(0)
+}
+
+/// `idem_metrics()` as a map. Its counters are the cluster's: tests that compare them take
+/// turns (see [`serial`]).
+pub fn metrics(client: &mut impl GenericClient) -> HashMap<String, i64> {
+    client
+        .query("SELECT name, value FROM idem_metrics()", &[])
+        .expect("idem_metrics")
+        .iter()
+        .map(|row| (row.get(0), row.get(1)))
+        .collect()
+}
+
+/// Take a test binary's turn on `lock`; a test that panicked while holding it does not stop
+/// the others (its own failure is reported already).
+pub fn serial(lock: &'static Mutex<()>) -> MutexGuard<'static, ()> {
+    lock.lock().unwrap_or_else(|e| e.into_inner())
+}
+
+/// Call `check` every 20 ms until it holds; how long that took. Panics with `what` after
+/// `limit`. Every polling loop of the tests (lock waits, worker rounds, reloads) is this one
+/// or [`wait_for_every`].
+pub fn wait_for(what: &str, limit: Duration, check: impl FnMut() -> bool) -> Duration {
+    wait_for_every(what, limit, Duration::from_millis(20), check)
+}
+
+/// [`wait_for`], calling `check` every `every` (shorter to catch a brief state, longer where
+/// each check is costly).
+pub fn wait_for_every(
+    what: &str,
+    limit: Duration,
+    every: Duration,
+    mut check: impl FnMut() -> bool,
+) -> Duration {
+    let started = Instant::now();
+    loop {
+        if check() {
+            return started.elapsed();
+        }
+        assert!(started.elapsed() < limit, "{what}: not within {limit:?}");
+        std::thread::sleep(every);
+    }
+}
+
+/// The text of the first ```sql block after `marker` in `doc` (a Markdown page's text).
+pub fn sql_block_after(doc: &str, marker: &str) -> String {
+    let after = doc
+        .split_once(marker)
+        .unwrap_or_else(|| panic!("{marker}"))
+        .1;
+    let start = after.split_once("```sql\n").expect("a sql block").1;
+    start.split_once("```").expect("its end").0.to_string()
+}
+
+/// A repository file's text, by its path from the repository's top.
+pub fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// Every row of the extension's four tables and of `effects` (a table of the test's own), as
+/// one text: equal fingerprints before and after a refused call mean it wrote nothing.
+pub fn fingerprint_sql(effects: &str) -> String {
+    format!(
+        "SELECT concat_ws('|', \
+           (SELECT string_agg(r::text, ';' ORDER BY scope, key) FROM idempotency.requests r), \
+           (SELECT string_agg(r::text, ';' ORDER BY consumer, message_id) FROM idempotency.inbox r), \
+           (SELECT string_agg(r::text, ';' ORDER BY stream, entity) FROM idempotency.versions r), \
+           (SELECT string_agg(r::text, ';' ORDER BY id) FROM idempotency.outbox r), \
+           (SELECT string_agg(r::text, ';' ORDER BY r::text) FROM {effects} r))"
+    )
 }

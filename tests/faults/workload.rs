@@ -448,3 +448,50 @@ pub fn session(
         request(&mut conn, &stats, &key, workflow, &mut rng, give_up, &stop);
     }
 }
+
+/// Client [`session`]s under load on scoped threads, sharing their counters, the stop flag and
+/// the key sequence (tests/chaos.rs, tests/failover.rs).
+pub struct Load {
+    pub ports: Vec<u16>,
+    pub stats: Arc<Stats>,
+    pub stop: Arc<AtomicBool>,
+    pub next_key: Arc<AtomicU64>,
+}
+
+impl Load {
+    /// Nothing running yet; sessions connect to whichever of `ports` accepts writes.
+    pub fn new(ports: Vec<u16>) -> Load {
+        Load {
+            ports,
+            stats: Arc::new(Stats::default()),
+            stop: Arc::new(AtomicBool::new(false)),
+            next_key: Arc::new(AtomicU64::new(0)),
+        }
+    }
+
+    /// `n` sessions in `scope` with keys named `prefix<n>`, the i-th seeded with `seed(i)`,
+    /// each seeing its last request through within `finish_within` once [`Load::stop`] is set.
+    pub fn spawn<'scope>(
+        &self,
+        scope: &'scope std::thread::Scope<'scope, '_>,
+        n: u64,
+        prefix: &str,
+        seed: impl Fn(u64) -> u64,
+        finish_within: Duration,
+    ) -> Vec<std::thread::ScopedJoinHandle<'scope, ()>> {
+        (0..n)
+            .map(|i| {
+                let (ports, stats, next_key, stop) = (
+                    self.ports.clone(),
+                    self.stats.clone(),
+                    self.next_key.clone(),
+                    self.stop.clone(),
+                );
+                let (prefix, seed) = (prefix.to_string(), seed(i));
+                scope.spawn(move || {
+                    session(ports, stats, next_key, prefix, stop, seed, finish_within)
+                })
+            })
+            .collect()
+    }
+}
