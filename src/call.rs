@@ -200,6 +200,7 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
 
     if err.is_null() {
         let response = (!isnull).then_some(result);
+        fail_point!("call.after_callee");
         let complete = Transition::Complete { response };
         let target = Target {
             scope,

@@ -89,6 +89,7 @@ fn directly(
     let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {
         return Ok(None);
     };
+    fail_point!("change.direct");
     let new = transition.apply(Some(&stored), clock)?;
     let values = new.to_values(|status| lookup.catalog.status_datum(status));
     let (tid, snapshot) = lookup.found();
@@ -109,6 +110,7 @@ fn through_sql(
         attempt,
     } = target;
     if let Some(stored) = record_sql::lock_current(conn, scope, key, attempt)? {
+        fail_point!("change.sql");
         let new = transition.apply(Some(&stored), clock)?;
         if record_sql::update(conn, &new)? {
             return Ok(Ok(Changed::of(&new, false)));

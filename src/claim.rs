@@ -177,6 +177,7 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Res
     if let Some(record) = lookup.find(text_datum(args.scope), text_datum(args.key))? {
         return Ok(NewKey::Found(record));
     }
+    fail_point!("claim.direct");
     let new = Transition::NewClaim(args).apply(None, clock)?;
     writer.insert(&new.to_values(|status| lookup.catalog.status_datum(status)))?;
     crate::metrics::count_write(true);
@@ -217,6 +218,7 @@ fn claim_in(
                 None => continue,
             }
         };
+        fail_point!("claim.sql");
         // The locked version is the newest: judge it again.
         let (outcome, transition) = match judge(&locked, args, now)? {
             Verdict::Answer(outcome) => return Ok(Claimed::from_row(outcome, &locked)),

@@ -18,6 +18,14 @@
 
 use pgrx::prelude::*;
 
+/// A fail point of test builds (`test_points::fail_point`); nothing in a release build.
+macro_rules! fail_point {
+    ($point:literal) => {
+        #[cfg(feature = "pg_test")]
+        crate::test_points::fail_point($point)?;
+    };
+}
+
 mod access;
 mod args;
 mod as_owner;

@@ -9,10 +9,19 @@
 //! its first read and its try-lock for as long as the test wants, while the test commits
 //! something the first read could not see. The name is outside the reserved `idempotency.`
 //! prefix so that the settings reference (tests/reference.rs) stays the product's own.
+//!
+//! `idempotency_test.fail_at` (`POINT:SQLSTATE`, empty = off): the [`fail_point`] named POINT
+//! returns an error with that SQLSTATE, from deep inside a call where scans, writers and SPI
+//! connections are alive (tests/error_guards.rs: each is dropped before the error is raised).
+
+use std::ffi::CString;
 
 use pgrx::{GucContext, GucFlags, GucRegistry, GucSetting, pg_sys};
 
+use crate::errors::{IdemError, Result, SqlState};
+
 static PAUSE_BEFORE_KEY_LOCK: GucSetting<i32> = GucSetting::<i32>::new(0);
+static FAIL_AT: GucSetting<Option<CString>> = GucSetting::<Option<CString>>::new(None);
 
 /// Define the settings. Called from `_PG_init` in test builds only.
 pub fn init() {
@@ -26,6 +35,29 @@ pub fn init() {
         GucContext::Userset,
         GucFlags::default(),
     );
+    GucRegistry::define_string_guc(
+        c"idempotency_test.fail_at",
+        c"Test builds only: POINT:SQLSTATE, the fail point that returns an error.",
+        c"Empty: none.",
+        &FAIL_AT,
+        GucContext::Userset,
+        GucFlags::default(),
+    );
+}
+
+/// The error `idempotency_test.fail_at` asks for at `point`, if it names it.
+pub fn fail_point(point: &str) -> Result<()> {
+    let Some(setting) = FAIL_AT.get() else {
+        return Ok(());
+    };
+    let setting = setting.to_string_lossy();
+    match setting.split_once(':') {
+        Some((at, code)) if at == point => match <[u8; 5]>::try_from(code.as_bytes()) {
+            Ok(code) => Err(IdemError::new(SqlState(code), format!("injected at {point}"))),
+            Err(_) => Ok(()),
+        },
+        _ => Ok(()),
+    }
 }
 
 /// Between a claim's first read and its key lock: wait while another session holds

@@ -1,0 +1,97 @@
+//! Errors are raised only in the outermost frame of each C function, after every Rust value of
+//! its body is dropped (`args::c_function!`, `errors::raise`; docs/architecture.md).
+//!
+//! Test builds have fail points (src/test_points.rs, `idempotency_test.fail_at =
+//! 'POINT:SQLSTATE'`) deep inside the claim, the change of an attempt and `idem_call`, where a
+//! direct index scan, a direct writer, an SPI connection and its result rows are alive. For
+//! every SQLSTATE the extension raises (src/errors.rs) at every point, the call must fail with
+//! exactly that SQLSTATE and leave no warning, and the next calls in the same backend must
+//! work: a value dropped by a longjmp instead of by Rust would leave a scan, a snapshot or an
+//! SPI connection behind for them to trip over.
+
+mod common;
+
+use common::{answer, cluster, repo_file};
+
+/// Every SQLSTATE of src/errors.rs.
+fn sqlstates() -> Vec<String> {
+    let text = repo_file("src/errors.rs");
+    let mut codes: Vec<String> = text
+        .split("SqlState(*b\"")
+        .skip(1)
+        .filter_map(|rest| rest.get(..5).map(str::to_string))
+        .collect();
+    codes.sort();
+    codes.dedup();
+    assert!(codes.len() >= 20, "errors.rs lists its SQLSTATEs: {codes:?}");
+    codes
+}
+
+/// (fail point, statements that reach it with `{k}` a fresh key; the last one hits the point).
+const POINTS: &[(&str, &[&str])] = &[
+    ("claim.direct", &["SELECT idem_claim('g', '{k}', 'h')::text"]),
+    (
+        "claim.sql",
+        &["SELECT idem_claim('g', '{k}', 'h', lease => '1 millisecond')::text",
+          "SELECT pg_sleep(0.01)::text",
+          "SELECT idem_claim('g', '{k}', 'h')::text"],
+    ),
+    (
+        "change.direct",
+        &["SELECT idem_claim('g', '{k}', 'h')::text", "SELECT idem_complete('g', '{k}', '{}')::text"],
+    ),
+    (
+        "change.sql",
+        &["SELECT idem_claim('g', '{k}', 'h')::text",
+          "!SET default_transaction_isolation = 'repeatable read'",
+          "SELECT idem_complete('g', '{k}', '{}')::text"],
+    ),
+    (
+        "call.after_callee",
+        &["SELECT (idem_call('g', '{k}', '{}', 'public.echo(jsonb)'::regprocedure)).outcome::text"],
+    ),
+];
+
+#[test]
+fn every_sqlstate_is_raised_after_the_guards_are_dropped() {
+    let cluster = cluster();
+    let mut admin = cluster.database("error_guards");
+    admin
+        .batch_execute(
+            "CREATE FUNCTION public.echo(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'",
+        )
+        .expect("set-up");
+    drop(admin);
+    let (mut db, notices) = cluster.connect_collecting("error_guards", "postgres");
+    let mut n = 0;
+    for (point, steps) in POINTS {
+        for code in sqlstates() {
+            n += 1;
+            let key = format!("{point}-{code}-{n}");
+            let (last, setup) = steps.split_last().expect("steps");
+            for step in setup {
+                if let Some(setting) = step.strip_prefix('!') {
+                    db.batch_execute(setting).expect(setting);
+                    continue;
+                }
+                let got = answer(&mut db, &step.replace("{k}", &key));
+                assert!(!got.starts_with("ERROR"), "{point} {code}: {step}: {got}");
+            }
+            db.batch_execute(&format!("SET idempotency_test.fail_at = '{point}:{code}'"))
+                .expect("set fail_at");
+            let got = answer(&mut db, &last.replace("{k}", &key));
+            db.batch_execute("RESET ALL").expect("reset");
+            assert_eq!(got, format!("ERROR {code}"), "{point} must raise {code}");
+            // The same backend goes on: a new claim, its replay, its complete.
+            let next = format!("next-{n}");
+            let claim = format!("SELECT outcome::text FROM idem_claim('g', '{next}', 'h')");
+            assert_eq!(answer(&mut db, &claim), "new_claim", "after {point} {code}");
+            assert_eq!(answer(&mut db, &claim), "processing_active", "after {point} {code}");
+            let complete = format!("SELECT idem_complete('g', '{next}', '1')::text");
+            assert_eq!(answer(&mut db, &complete), "", "after {point} {code}");
+            assert_eq!(answer(&mut db, &claim), "replay_success", "after {point} {code}");
+            let warned = notices.lock().expect("notices").clone();
+            assert!(warned.is_empty(), "{point} {code} left warnings: {warned:?}");
+        }
+    }
+}
