@@ -11,8 +11,7 @@ pgrx-config/setup.sh "$@"
 # if it is among the majors tested (all are by default), else on the first one given. It shares
 # CARGO_TARGET_DIR with the tests (dependencies' build scripts, pgrx-pg-sys' bindings included,
 # are not redone): a check of the dependencies the first time (minutes), then of this workspace
-# (about a minute). A warning stops the
-# run here, before the matrix.
+# (about a minute). A warning stops the run here, before the matrix.
 lint_major=16
 if [ $# -gt 0 ] && ! printf '%s\n' "${@#pg}" | grep -qx 16; then lint_major=${1#pg}; fi
 printf '\n==================== clippy (pg%s) ====================\n' "$lint_major"
