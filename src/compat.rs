@@ -112,18 +112,24 @@ pub unsafe fn tuple_update(
         let mut tmfd: pg_sys::TM_FailureData = core::mem::zeroed();
         let mut lockmode: pg_sys::LockTupleMode::Type = 0;
         let mut indexes = UpdateIndexes::default();
-        let result = update(
-            rel,
-            tid,
-            slot,
-            cid,
-            snapshot,
-            core::ptr::null_mut(),
-            true,
-            &mut tmfd,
-            &mut lockmode,
-            &mut indexes,
-        );
+        // Through the FFI boundary, as pgrx calls every pg_sys function: an ERROR inside the
+        // table AM becomes a Rust panic that unwinds the callers' frames (pgrx re-raises it at
+        // the #[pg_guard] entry), instead of a longjmp over them.
+        let result = pg_sys::ffi::pg_guard_ffi_boundary(|| {
+            #[allow(ffi_unwind_calls, reason = "guarded by pg_guard_ffi_boundary")]
+            update(
+                rel,
+                tid,
+                slot,
+                cid,
+                snapshot,
+                core::ptr::null_mut(),
+                true,
+                &mut tmfd,
+                &mut lockmode,
+                &mut indexes,
+            )
+        });
         (result, index_update(indexes))
     }
 }

@@ -68,6 +68,9 @@ impl<const KIND: u8> FromDatum for VarlenaBytes<'_, KIND> {
     }
 }
 
+// SAFETY: the value is read from the argument's own datum (through FromDatum above), and it
+// borrows nothing that outlives the call: `'fcx` ties it to the function call's arguments, which
+// Postgres keeps alive until the call returns.
 unsafe impl<'fcx, const KIND: u8> pgrx::callconv::ArgAbi<'fcx> for VarlenaBytes<'fcx, KIND> {
     unsafe fn unbox_arg_unchecked(arg: pgrx::callconv::Arg<'_, 'fcx>) -> Self {
         let index = arg.index();

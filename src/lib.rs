@@ -70,7 +70,6 @@ mod worker;
 pub extern "C-unwind" fn _PG_init() {
     settings::init();
     canonical_limits::init();
-    outbox::register_gucs();
     #[cfg(feature = "pg_test")]
     test_points::init();
     // Last: reserving the prefix drops any idempotency.* value not defined by then.
@@ -87,70 +86,9 @@ fn idem_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }
 
+/// The in-backend tests, in schema `tests` (src/pg_tests/mod.rs).
 #[cfg(any(test, feature = "pg_test"))]
-#[pg_schema]
-mod tests {
-    use pgrx::prelude::*;
-
-    extension_sql!(
-        r#"
-        -- The SQLSTATE a statement fails with ('ok' if it does not), caught in PL/pgSQL so
-        -- that custom codes reach the test unchanged.
-        CREATE FUNCTION tests.sqlstate_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-        BEGIN EXECUTE sql; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE; END $$;
-        CREATE FUNCTION tests.outcome_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-        BEGIN EXECUTE sql; RETURN 'ok'; EXCEPTION WHEN OTHERS THEN RETURN SQLSTATE || ': ' || SQLERRM; END $$;
-        CREATE FUNCTION tests.error_detail_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-        DECLARE d text; BEGIN EXECUTE sql; RETURN NULL;
-        EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS d = PG_EXCEPTION_DETAIL; RETURN d; END $$;
-        CREATE FUNCTION tests.error_hint_of(sql text) RETURNS text LANGUAGE plpgsql AS $$
-        DECLARE h text; BEGIN EXECUTE sql; RETURN NULL;
-        EXCEPTION WHEN OTHERS THEN GET STACKED DIAGNOSTICS h = PG_EXCEPTION_HINT; RETURN h; END $$;
-        "#,
-        name = "test_helpers",
-    );
-
-    #[pg_test]
-    fn version_is_reported() {
-        assert_eq!(
-            Spi::get_one::<&str>("SELECT idem_version()").unwrap(),
-            Some(env!("CARGO_PKG_VERSION"))
-        );
-    }
-
-    /// Every statement the extension prepared in this backend (the search_path test).
-    #[pg_extern]
-    fn prepared_statements() -> SetOfIterator<'static, &'static str> {
-        SetOfIterator::new(crate::spi::prepared_statements())
-    }
-
-    /// Take the Citus code paths (src/citus/) on this plain server from now on in this
-    /// backend (`true`) or not; the previous value.
-    #[pg_extern]
-    fn assume_distributed(on: bool) -> bool {
-        crate::citus::detect::assume_distributed(on)
-    }
-
-    /// The CHECK constraints of idempotency.requests in direct/shape.rs' canonical form, and the
-    /// table's shape as the direct paths judge it.
-    #[pg_extern]
-    fn requests_shape() -> TableIterator<'static, (name!(item, String), name!(value, String))> {
-        TableIterator::new(crate::direct::describe_requests())
-    }
-
-    include!("pg_tests/helpers.rs");
-    include!("pg_tests/claim.rs");
-    include!("pg_tests/canonical.rs");
-    include!("pg_tests/inbox.rs");
-    include!("pg_tests/outbox.rs");
-    include!("pg_tests/call.rs");
-    include!("pg_tests/call_site.rs");
-    include!("pg_tests/citus.rs");
-    include!("pg_tests/maintenance.rs");
-    include!("pg_tests/grants.rs");
-    include!("pg_tests/guards.rs");
-    include!("pg_tests/transitions.rs");
-}
+mod pg_tests;
 
 /// Required by `cargo pgrx test`.
 #[cfg(test)]

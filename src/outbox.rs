@@ -7,15 +7,14 @@
 //! row whose lease ran out without an ack is handed out again (a crashed publisher loses
 //! nothing; delivery is at least once, so consumers deduplicate by `message_id`).
 
-use pgrx::guc::{GucContext, GucFlags, GucRegistry, GucSetting};
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
 use crate::args::{self, function_info_v1};
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::input;
-use crate::spi::{Conn, Rows, Statement};
-use crate::spi::{opt_text_arg, text_arg};
+use crate::settings;
+use crate::spi::{Conn, Rows, Statement, opt_text_arg, text_arg};
 
 const TEXT: Oid = pg_sys::TEXTOID;
 const JSONB: Oid = pg_sys::JSONBOID;
@@ -23,23 +22,6 @@ const INT4: Oid = pg_sys::INT4OID;
 const INT8: Oid = pg_sys::INT8OID;
 const INTERVAL: Oid = pg_sys::INTERVALOID;
 const TIMESTAMPTZ: Oid = pg_sys::TIMESTAMPTZOID;
-
-/// `idempotency.outbox_retention`: how long published rows are kept, in seconds.
-static OUTBOX_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60 * 60);
-
-/// Register this module's settings. Called once from `_PG_init`.
-pub fn register_gucs() {
-    GucRegistry::define_int_guc(
-        c"idempotency.outbox_retention",
-        c"How long published outbox messages are kept before idem_outbox_purge deletes them.",
-        c"Also how long an idem_outbox_put dedupe_key keeps deduplicating after publication.",
-        &OUTBOX_RETENTION,
-        1,
-        i32::MAX,
-        GucContext::Suset,
-        GucFlags::UNIT_S,
-    );
-}
 
 static PUT: Statement = Statement {
     sql: "INSERT INTO idempotency.outbox \
@@ -181,6 +163,10 @@ pub extern "C-unwind" fn idem_outbox_put(fcinfo: pg_sys::FunctionCallInfo) -> Da
 /// # Safety
 /// `fcinfo` is a call of a set-returning function whose result row has `rows`' columns.
 unsafe fn materialize(fcinfo: pg_sys::FunctionCallInfo, rows: &Rows<'_>) -> Result<Datum> {
+    // SAFETY: `fcinfo` is a live call (the caller's contract); `resultinfo` is checked to be a
+    // ReturnSetInfo that accepts materialize mode before it is used, and the tuple descriptor
+    // and store are made in the per-query context that outlives the result set. Each row has
+    // `natts` values, the columns of the caller's contract.
     unsafe {
         let rsinfo = (*fcinfo).resultinfo as *mut pg_sys::ReturnSetInfo;
         if rsinfo.is_null()
@@ -300,7 +286,7 @@ pub extern "C-unwind" fn idem_outbox_nack(fcinfo: pg_sys::FunctionCallInfo) -> D
 pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
     // SAFETY: reads the transaction's start time (what now() returns).
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let retention = i64::from(OUTBOX_RETENTION.get()) * 1_000_000;
+    let retention = i64::from(settings::OUTBOX_RETENTION.get()) * 1_000_000;
     let cutoff = now.saturating_sub(retention);
     let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
     Ok(PURGE.run(conn, &args)?.len() as i64)

@@ -1,4 +1,6 @@
-//! The `idempotency.*` settings of the maintenance worker. All are reloadable (SIGHUP).
+//! Every `idempotency.*` setting, defined by [`init`] (called from `_PG_init`), one function
+//! per area: the maintenance worker's (all reloadable, SIGHUP) and the outbox's (superuser).
+//! The test build's `idempotency_test.*` settings live in `test_points.rs`.
 
 use std::ffi::CString;
 
@@ -18,10 +20,19 @@ pub static MAINTENANCE_SHARE: GucSetting<i32> = GucSetting::<i32>::new(25);
 /// Whether the launcher runs maintenance rounds.
 pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `idempotency.outbox_retention`: how long published outbox rows are kept, in seconds.
+pub static OUTBOX_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60 * 60);
+
 const DAY_MS: i32 = 86_400_000;
 
-/// Define the settings. Called from `_PG_init` in every process that loads the library.
+/// Define every setting. Called from `_PG_init` in every process that loads the library.
 pub fn init() {
+    maintenance();
+    outbox();
+}
+
+/// The maintenance worker's settings (`worker.rs`, `maintenance_worker.rs`, `maintenance.rs`).
+fn maintenance() {
     GucRegistry::define_int_guc(
         c"idempotency.naptime",
         c"Time between two maintenance rounds of the idempotency background worker.",
@@ -77,6 +88,20 @@ pub fn init() {
         &WORKER_ENABLED,
         GucContext::Sighup,
         GucFlags::default(),
+    );
+}
+
+/// The outbox's settings (`outbox.rs`).
+fn outbox() {
+    GucRegistry::define_int_guc(
+        c"idempotency.outbox_retention",
+        c"How long published outbox messages are kept before idem_outbox_purge deletes them.",
+        c"Also how long an idem_outbox_put dedupe_key keeps deduplicating after publication.",
+        &OUTBOX_RETENTION,
+        1,
+        i32::MAX,
+        GucContext::Suset,
+        GucFlags::UNIT_S,
     );
 }
 

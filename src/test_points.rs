@@ -53,7 +53,10 @@ pub fn fail_point(point: &str) -> Result<()> {
     let setting = setting.to_string_lossy();
     match setting.split_once(':') {
         Some((at, code)) if at == point => match <[u8; 5]>::try_from(code.as_bytes()) {
-            Ok(code) => Err(IdemError::new(SqlState(code), format!("injected at {point}"))),
+            Ok(code) => Err(IdemError::new(
+                SqlState(code),
+                format!("injected at {point}"),
+            )),
             Err(_) => Ok(()),
         },
         _ => Ok(()),

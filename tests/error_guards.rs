@@ -23,28 +23,41 @@ fn sqlstates() -> Vec<String> {
         .collect();
     codes.sort();
     codes.dedup();
-    assert!(codes.len() >= 20, "errors.rs lists its SQLSTATEs: {codes:?}");
+    assert!(
+        codes.len() >= 20,
+        "errors.rs lists its SQLSTATEs: {codes:?}"
+    );
     codes
 }
 
 /// (fail point, statements that reach it with `{k}` a fresh key; the last one hits the point).
 const POINTS: &[(&str, &[&str])] = &[
-    ("claim.direct", &["SELECT idem_claim('g', '{k}', 'h')::text"]),
+    (
+        "claim.direct",
+        &["SELECT idem_claim('g', '{k}', 'h')::text"],
+    ),
     (
         "claim.sql",
-        &["SELECT idem_claim('g', '{k}', 'h', lease => '1 millisecond')::text",
-          "SELECT pg_sleep(0.01)::text",
-          "SELECT idem_claim('g', '{k}', 'h')::text"],
+        &[
+            "SELECT idem_claim('g', '{k}', 'h', lease => '1 millisecond')::text",
+            "SELECT pg_sleep(0.01)::text",
+            "SELECT idem_claim('g', '{k}', 'h')::text",
+        ],
     ),
     (
         "change.direct",
-        &["SELECT idem_claim('g', '{k}', 'h')::text", "SELECT idem_complete('g', '{k}', '{}')::text"],
+        &[
+            "SELECT idem_claim('g', '{k}', 'h')::text",
+            "SELECT idem_complete('g', '{k}', '{}')::text",
+        ],
     ),
     (
         "change.sql",
-        &["SELECT idem_claim('g', '{k}', 'h')::text",
-          "!SET default_transaction_isolation = 'repeatable read'",
-          "SELECT idem_complete('g', '{k}', '{}')::text"],
+        &[
+            "SELECT idem_claim('g', '{k}', 'h')::text",
+            "!SET default_transaction_isolation = 'repeatable read'",
+            "SELECT idem_complete('g', '{k}', '{}')::text",
+        ],
     ),
     (
         "call.after_callee",
@@ -86,12 +99,23 @@ fn every_sqlstate_is_raised_after_the_guards_are_dropped() {
             let next = format!("next-{n}");
             let claim = format!("SELECT outcome::text FROM idem_claim('g', '{next}', 'h')");
             assert_eq!(answer(&mut db, &claim), "new_claim", "after {point} {code}");
-            assert_eq!(answer(&mut db, &claim), "processing_active", "after {point} {code}");
+            assert_eq!(
+                answer(&mut db, &claim),
+                "processing_active",
+                "after {point} {code}"
+            );
             let complete = format!("SELECT idem_complete('g', '{next}', '1')::text");
             assert_eq!(answer(&mut db, &complete), "", "after {point} {code}");
-            assert_eq!(answer(&mut db, &claim), "replay_success", "after {point} {code}");
+            assert_eq!(
+                answer(&mut db, &claim),
+                "replay_success",
+                "after {point} {code}"
+            );
             let warned = notices.lock().expect("notices").clone();
-            assert!(warned.is_empty(), "{point} {code} left warnings: {warned:?}");
+            assert!(
+                warned.is_empty(),
+                "{point} {code} left warnings: {warned:?}"
+            );
         }
     }
 }

@@ -1,122 +1,244 @@
-// idem_grant profiles: each gives exactly what its name says, checked against every table of
-// schema idempotency and every function of the extension (issue #16, roles).
+//! idem_grant profiles: each gives exactly what its name says, checked against every table of
+//! schema idempotency and every function of the extension (issue #16, roles).
 
-/// (profile, table, the privileges it must have there, exactly).
-const TABLE_PRIVILEGES: &[(&str, &str, &str)] = &[
-    ("app", "requests", "SELECT,INSERT,UPDATE,DELETE"),
-    ("app", "inbox", "SELECT,INSERT,UPDATE"),
-    ("app", "versions", "SELECT,INSERT,UPDATE"),
-    ("app", "outbox", "SELECT,INSERT"),
-    ("publisher", "outbox", "SELECT,UPDATE"),
-    ("upkeep", "requests", "SELECT,UPDATE,DELETE"),
-    ("upkeep", "inbox", "SELECT,UPDATE,DELETE"),
-    ("upkeep", "outbox", "SELECT,UPDATE,DELETE"),
-    ("monitor", "stats", "SELECT"),
-];
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
 
-/// A call of each function of the extension, and the profiles that may make it (any answer
-/// but 42501); every other profile gets 42501. Functions that touch no table are open to all.
-/// `upkeep` holds UPDATE and DELETE to reclaim and purge, which also end, forget and take what
-/// those privileges allow: table privileges cannot tell these apart (documented).
-const CALLS: &[(&str, &str, &[&str])] = &[
-    ("idem_claim", "SELECT idem_claim('g', 'k-' || pg_backend_pid() || clock_timestamp(), 'h')", &["app"]),
-    ("idem_complete", "SELECT idem_complete('g', 'none', '{}')", &["app", "upkeep"]),
-    ("idem_fail", "SELECT idem_fail('g', 'none', true)", &["app", "upkeep"]),
-    ("idem_checkpoint", "SELECT idem_checkpoint('g', 'none', 'p')", &["app", "upkeep"]),
-    ("idem_forget", "SELECT idem_forget('g', 'none')", &["app", "upkeep"]),
-    ("idem_call", "SELECT idem_call('g', 'c-' || clock_timestamp(), '{}', 'tests.grants_fn(jsonb)')", &["app"]),
-    ("idem_inbox_accept", "SELECT idem_inbox_accept('g', 'm-' || clock_timestamp(), 'h')", &["app"]),
-    ("idem_advance", "SELECT idem_advance('g', 'e', (extract(epoch from clock_timestamp()) * 1e6)::int8)", &["app"]),
-    ("idem_outbox_put", "SELECT idem_outbox_put('g', '{}')", &["app"]),
-    ("idem_outbox_take", "SELECT * FROM idem_outbox_take(1, topic => 'g-none')", &["publisher", "upkeep"]),
-    ("idem_outbox_ack", "SELECT idem_outbox_ack(ARRAY[-1]::int8[])", &["publisher", "upkeep"]),
-    ("idem_outbox_nack", "SELECT idem_outbox_nack(-1, 'e')", &["publisher", "upkeep"]),
-    // The app may delete its records (idem_forget), so it can purge and reclaim them too.
-    ("idem_reclaim", "SELECT idem_reclaim(1)", &["app", "upkeep"]),
-    ("idem_purge", "SELECT idem_purge(1)", &["app", "upkeep"]),
-    ("idem_inbox_purge", "SELECT idem_inbox_purge(1)", &["upkeep"]),
-    ("idem_outbox_purge", "SELECT idem_outbox_purge(1)", &["upkeep"]),
-    ("idem_metrics", "SELECT count(*) FROM idem_metrics()", &["monitor"]),
-    ("idem_hash", "SELECT idem_hash('{}'::jsonb)", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_canonical", "SELECT idem_canonical('{}'::jsonb)", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_lock_key", "SELECT idem_lock_key('s', 'k')", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_retryable", "SELECT idem_retryable('40001')", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_version", "SELECT idem_version()", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_grant_statements", "SELECT idem_grant_statements('app')", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_http_headers", "SELECT idem_http_headers()", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_http_response", "SELECT idem_http_response(201, '{}', 'x')", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_http_replay", "SELECT idem_http_replay(NULL::idem_claim_result)", &["app", "publisher", "upkeep", "monitor", "none"]),
-    ("idem_http_fail", "SELECT idem_http_fail('g', 'none', idem_http_response(400, '{}', 'x'))", &["app", "upkeep"]),
-    // Granting needs the grant option on the objects: only their owner has it.
-    ("idem_grant", "SELECT idem_grant('grants_none', 'app')", &[]),
-    ("idem_revoke", "SELECT idem_revoke('grants_none', 'app')", &[]),
-    // Distributing the table (Citus) is for its owner; without Citus it raises P4060.
-    ("idem_distribute", "SELECT idem_distribute('key')", &[]),
-];
+    use crate::pg_tests::helpers::*;
 
-#[pg_test]
-fn grant_profiles_give_exactly_what_they_say() {
-    run("CREATE FUNCTION tests.grants_fn(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'");
-    // Every function of the extension has a row above.
-    let functions = one::<String>(
-        "SELECT string_agg(DISTINCT p.proname, ',' ORDER BY p.proname) FROM pg_proc p
+    /// (profile, table, the privileges it must have there, exactly).
+    const TABLE_PRIVILEGES: &[(&str, &str, &str)] = &[
+        ("app", "requests", "SELECT,INSERT,UPDATE,DELETE"),
+        ("app", "inbox", "SELECT,INSERT,UPDATE"),
+        ("app", "versions", "SELECT,INSERT,UPDATE"),
+        ("app", "outbox", "SELECT,INSERT"),
+        ("publisher", "outbox", "SELECT,UPDATE"),
+        ("upkeep", "requests", "SELECT,UPDATE,DELETE"),
+        ("upkeep", "inbox", "SELECT,UPDATE,DELETE"),
+        ("upkeep", "outbox", "SELECT,UPDATE,DELETE"),
+        ("monitor", "stats", "SELECT"),
+    ];
+
+    /// A call of each function of the extension, and the profiles that may make it (any answer
+    /// but 42501); every other profile gets 42501. Functions that touch no table are open to all.
+    /// `upkeep` holds UPDATE and DELETE to reclaim and purge, which also end, forget and take what
+    /// those privileges allow: table privileges cannot tell these apart (documented).
+    const CALLS: &[(&str, &str, &[&str])] = &[
+        (
+            "idem_claim",
+            "SELECT idem_claim('g', 'k-' || pg_backend_pid() || clock_timestamp(), 'h')",
+            &["app"],
+        ),
+        (
+            "idem_complete",
+            "SELECT idem_complete('g', 'none', '{}')",
+            &["app", "upkeep"],
+        ),
+        (
+            "idem_fail",
+            "SELECT idem_fail('g', 'none', true)",
+            &["app", "upkeep"],
+        ),
+        (
+            "idem_checkpoint",
+            "SELECT idem_checkpoint('g', 'none', 'p')",
+            &["app", "upkeep"],
+        ),
+        (
+            "idem_forget",
+            "SELECT idem_forget('g', 'none')",
+            &["app", "upkeep"],
+        ),
+        (
+            "idem_call",
+            "SELECT idem_call('g', 'c-' || clock_timestamp(), '{}', 'tests.grants_fn(jsonb)')",
+            &["app"],
+        ),
+        (
+            "idem_inbox_accept",
+            "SELECT idem_inbox_accept('g', 'm-' || clock_timestamp(), 'h')",
+            &["app"],
+        ),
+        (
+            "idem_advance",
+            "SELECT idem_advance('g', 'e', (extract(epoch from clock_timestamp()) * 1e6)::int8)",
+            &["app"],
+        ),
+        (
+            "idem_outbox_put",
+            "SELECT idem_outbox_put('g', '{}')",
+            &["app"],
+        ),
+        (
+            "idem_outbox_take",
+            "SELECT * FROM idem_outbox_take(1, topic => 'g-none')",
+            &["publisher", "upkeep"],
+        ),
+        (
+            "idem_outbox_ack",
+            "SELECT idem_outbox_ack(ARRAY[-1]::int8[])",
+            &["publisher", "upkeep"],
+        ),
+        (
+            "idem_outbox_nack",
+            "SELECT idem_outbox_nack(-1, 'e')",
+            &["publisher", "upkeep"],
+        ),
+        // The app may delete its records (idem_forget), so it can purge and reclaim them too.
+        ("idem_reclaim", "SELECT idem_reclaim(1)", &["app", "upkeep"]),
+        ("idem_purge", "SELECT idem_purge(1)", &["app", "upkeep"]),
+        (
+            "idem_inbox_purge",
+            "SELECT idem_inbox_purge(1)",
+            &["upkeep"],
+        ),
+        (
+            "idem_outbox_purge",
+            "SELECT idem_outbox_purge(1)",
+            &["upkeep"],
+        ),
+        (
+            "idem_metrics",
+            "SELECT count(*) FROM idem_metrics()",
+            &["monitor"],
+        ),
+        (
+            "idem_hash",
+            "SELECT idem_hash('{}'::jsonb)",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_canonical",
+            "SELECT idem_canonical('{}'::jsonb)",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_lock_key",
+            "SELECT idem_lock_key('s', 'k')",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_retryable",
+            "SELECT idem_retryable('40001')",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_version",
+            "SELECT idem_version()",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_grant_statements",
+            "SELECT idem_grant_statements('app')",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_http_headers",
+            "SELECT idem_http_headers()",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_http_response",
+            "SELECT idem_http_response(201, '{}', 'x')",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_http_replay",
+            "SELECT idem_http_replay(NULL::idem_claim_result)",
+            &["app", "publisher", "upkeep", "monitor", "none"],
+        ),
+        (
+            "idem_http_fail",
+            "SELECT idem_http_fail('g', 'none', idem_http_response(400, '{}', 'x'))",
+            &["app", "upkeep"],
+        ),
+        // Granting needs the grant option on the objects: only their owner has it.
+        ("idem_grant", "SELECT idem_grant('grants_none', 'app')", &[]),
+        (
+            "idem_revoke",
+            "SELECT idem_revoke('grants_none', 'app')",
+            &[],
+        ),
+        // Distributing the table (Citus) is for its owner; without Citus it raises P4060.
+        ("idem_distribute", "SELECT idem_distribute('key')", &[]),
+    ];
+
+    #[pg_test]
+    fn grant_profiles_give_exactly_what_they_say() {
+        run("CREATE FUNCTION tests.grants_fn(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'");
+        // Every function of the extension has a row above.
+        let functions = one::<String>(
+            "SELECT string_agg(DISTINCT p.proname, ',' ORDER BY p.proname) FROM pg_proc p
          JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid AND d.deptype = 'e'
          JOIN pg_extension e ON e.oid = d.refobjid AND e.extname = 'idempotency'
          WHERE p.pronamespace <> 'tests'::regnamespace",
-    )
-    .unwrap_or_default();
-    for name in functions.split(',') {
-        assert!(CALLS.iter().any(|(f, _, _)| *f == name), "{name} has no row in CALLS");
-    }
-    let profiles = ["app", "publisher", "upkeep", "monitor", "none"];
-    for profile in profiles {
-        let role = format!("grants_{profile}");
-        run(&format!("CREATE ROLE {role}"));
-        run(&format!("GRANT USAGE ON SCHEMA tests TO {role}"));
-        if profile != "none" {
-            run(&format!("SELECT idem_grant('{role}', '{profile}')"));
-        }
-    }
-    for profile in profiles {
-        let role = format!("grants_{profile}");
-        // Tables and views of schema idempotency: exactly the listed privileges.
-        let tables = one::<String>(
-            "SELECT string_agg(relname, ',') FROM pg_class
-             WHERE relnamespace = 'idempotency'::regnamespace AND relkind IN ('r', 'v')",
         )
         .unwrap_or_default();
-        for table in tables.split(',') {
-            let expected = TABLE_PRIVILEGES
-                .iter()
-                .find(|(p, t, _)| *p == profile && *t == table)
-                .map_or("", |(_, _, privileges)| privileges);
-            let has = one::<String>(&format!(
-                "SELECT coalesce(string_agg(p, ',' ORDER BY o), '') FROM unnest(
+        for name in functions.split(',') {
+            assert!(
+                CALLS.iter().any(|(f, _, _)| *f == name),
+                "{name} has no row in CALLS"
+            );
+        }
+        let profiles = ["app", "publisher", "upkeep", "monitor", "none"];
+        for profile in profiles {
+            let role = format!("grants_{profile}");
+            run(&format!("CREATE ROLE {role}"));
+            run(&format!("GRANT USAGE ON SCHEMA tests TO {role}"));
+            if profile != "none" {
+                run(&format!("SELECT idem_grant('{role}', '{profile}')"));
+            }
+        }
+        for profile in profiles {
+            let role = format!("grants_{profile}");
+            // Tables and views of schema idempotency: exactly the listed privileges.
+            let tables = one::<String>(
+                "SELECT string_agg(relname, ',') FROM pg_class
+             WHERE relnamespace = 'idempotency'::regnamespace AND relkind IN ('r', 'v')",
+            )
+            .unwrap_or_default();
+            for table in tables.split(',') {
+                let expected = TABLE_PRIVILEGES
+                    .iter()
+                    .find(|(p, t, _)| *p == profile && *t == table)
+                    .map_or("", |(_, _, privileges)| privileges);
+                let has = one::<String>(&format!(
+                    "SELECT coalesce(string_agg(p, ',' ORDER BY o), '') FROM unnest(
                    ARRAY['SELECT','INSERT','UPDATE','DELETE','TRUNCATE','REFERENCES','TRIGGER'])
                    WITH ORDINALITY AS u(p, o)
                  WHERE has_table_privilege('{role}', 'idempotency.{table}', p)"
-            ))
-            .unwrap_or_default();
-            assert_eq!(has, expected, "{profile} on {table}");
-        }
-        for (name, call, allowed) in CALLS {
-            run(&format!("SET LOCAL ROLE {role}"));
-            let got = sqlstate(call);
-            run("RESET ROLE");
-            // Allowed: anything but a privilege error (P4010 for a key that is not there is
-            // an answer, not a refusal).
-            if allowed.contains(&profile) {
-                assert!(got != "42501" && !got.starts_with("XX"), "{profile}: {name}: {got}");
-            } else {
-                assert_eq!(got, "42501", "{profile}: {name}");
+                ))
+                .unwrap_or_default();
+                assert_eq!(has, expected, "{profile} on {table}");
+            }
+            for (name, call, allowed) in CALLS {
+                run(&format!("SET LOCAL ROLE {role}"));
+                let got = sqlstate(call);
+                run("RESET ROLE");
+                // Allowed: anything but a privilege error (P4010 for a key that is not there is
+                // an answer, not a refusal).
+                if allowed.contains(&profile) {
+                    assert!(
+                        got != "42501" && !got.starts_with("XX"),
+                        "{profile}: {name}: {got}"
+                    );
+                } else {
+                    assert_eq!(got, "42501", "{profile}: {name}");
+                }
             }
         }
+        // Revoking takes back exactly that.
+        run("SELECT idem_revoke('grants_app', 'app')");
+        assert_eq!(
+            one::<bool>(
+                "SELECT has_table_privilege('grants_app', 'idempotency.requests', 'SELECT')"
+            ),
+            Some(false)
+        );
+        assert_eq!(
+            sqlstate("SELECT idem_grant('grants_app', 'admin')"),
+            "22023"
+        );
     }
-    // Revoking takes back exactly that.
-    run("SELECT idem_revoke('grants_app', 'app')");
-    assert_eq!(
-        one::<bool>("SELECT has_table_privilege('grants_app', 'idempotency.requests', 'SELECT')"),
-        Some(false)
-    );
-    assert_eq!(sqlstate("SELECT idem_grant('grants_app', 'admin')"), "22023");
 }

@@ -1,243 +1,276 @@
-// The direct path and the SQL path write the same record for every transition
-// (src/transition.rs), and `record::COLUMNS` is the table in the catalog. Included into
-// `mod tests` in lib.rs; uses the helpers of pg_tests/helpers.rs.
+//! The direct path and the SQL path write the same record for every transition
+//! (src/transition.rs), and `record::COLUMNS` is the table in the catalog.
 
-use crate::change::{Path, Target, change_attempt_at};
-use crate::direct::{Lookup, Writer};
-use crate::record::{COLUMNS, Record, Status};
-use crate::spi::{LazyConn, text_datum};
-use crate::transition::{ClaimArgs, Clock, Transition};
+#[pgrx::pg_schema]
+mod tests {
+    use pgrx::prelude::*;
 
-/// Two identical records, keys `d` (for the direct path) and `s` (for SQL), of `scope`, in
-/// state `status`, claimed an hour ago; `lease_ended`: its lease ended a minute ago.
-fn seed_pair(scope: &str, status: &str, lease_ended: bool) {
-    for key in ["d", "s"] {
-        Spi::run_with_args(
-            "INSERT INTO idempotency.requests VALUES ($1, $2, 'h', $3::idem_status, 2,
-                CASE WHEN $3 = 'succeeded' THEN '{\"r\": 1}'::jsonb END, 'rp1',
-                CASE WHEN $3 LIKE 'failed%' THEN 'E1' END, CASE WHEN $3 LIKE 'failed%' THEN 'm' END,
-                'w0', now() - interval '1 hour',
-                CASE WHEN $3 = 'processing' THEN now() + CASE WHEN $4 THEN interval '-1 minute'
-                     ELSE interval '1 minute' END END,
-                interval '5 minutes', interval '2 hours', now() - interval '1 hour',
-                now() - interval '1 hour', now() + interval '30 minutes')",
-            &[scope.into(), key.into(), status.into(), lease_ended.into()],
-        )
-        .unwrap_or_else(|e| panic!("seed {scope}/{key}: {e}"));
-    }
-}
+    use crate::change::{Path, Target, change_attempt_at};
+    use crate::direct::{Lookup, Writer};
+    use crate::pg_tests::helpers::{one, run};
+    use crate::record::{COLUMNS, Record, Status};
+    use crate::spi::{LazyConn, text_datum};
+    use crate::transition::{ClaimArgs, Clock, Transition};
 
-/// The columns of (scope, `d`) and (scope, `s`) that differ, other than the key.
-fn differing_columns(scope: &str) -> Vec<String> {
-    let mut differing = Vec::new();
-    for (name, _, _) in COLUMNS {
-        let name = name.to_str().unwrap_or_default();
-        if name == "key" {
-            continue;
-        }
-        let same = Spi::get_one_with_args::<bool>(
-            &format!(
-                "SELECT d.{name} IS NOT DISTINCT FROM s.{name} FROM idempotency.requests d,
-                 idempotency.requests s WHERE d.scope = $1 AND s.scope = $1
-                 AND d.key = 'd' AND s.key = 's'"
-            ),
-            &[scope.into()],
-        )
-        .unwrap_or_else(|e| panic!("compare {name}: {e}"));
-        if same != Some(true) {
-            differing.push(name.to_string());
-        }
-    }
-    differing
-}
-
-/// Write `transition` of (scope, key) straight through the table AM, as the direct path does.
-fn write_directly(scope: &str, key: &str, transition: &Transition<'_>, clock: Clock) {
-    let mut lookup = Lookup::open().unwrap().expect("the direct path is open here");
-    let stored = lookup
-        .find(text_datum(scope.as_bytes()), text_datum(key.as_bytes()))
-        .unwrap();
-    let new = transition.apply(stored.as_ref(), clock).unwrap();
-    let privilege = if stored.is_some() {
-        pgrx::pg_sys::ACL_UPDATE
-    } else {
-        pgrx::pg_sys::ACL_INSERT
-    };
-    let mut writer = Writer::open(&lookup, privilege).expect("a direct writer");
-    let values = new.to_values(|status| lookup.catalog.status_datum(status));
-    if stored.is_some() {
-        let (tid, snapshot) = lookup.found();
-        assert!(writer.update(tid, snapshot, &values));
-    } else {
-        writer.insert(&values).unwrap();
-    }
-}
-
-/// Write `transition` of (scope, key) with the SQL path's statements.
-fn write_through_sql(scope: &str, key: &str, transition: &Transition<'_>, clock: Clock) {
-    let mut conn = LazyConn::default();
-    let conn = conn.get().unwrap();
-    let stored: Option<Record> =
-        crate::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
-    let new = transition.apply(stored.as_ref(), clock).unwrap();
-    let written = match stored {
-        Some(_) => crate::record_sql::update(conn, &new),
-        None => crate::record_sql::insert(conn, &new),
-    };
-    assert!(written.unwrap());
-}
-
-fn claim_args<'a>(scope: &'a str, key: &'a str) -> (String, ClaimArgs<'a>) {
-    let interval = |text: &str| {
-        Spi::get_one::<pgrx::datum::Interval>(&format!("SELECT interval '{text}'"))
-            .unwrap()
-            .unwrap()
-    };
-    let lease = pgrx::IntoDatum::into_datum(interval("7 minutes")).unwrap();
-    let retention = pgrx::IntoDatum::into_datum(interval("3 hours")).unwrap();
-    (
-        key.to_string(),
-        ClaimArgs {
-            scope: scope.as_bytes(),
-            key: key.as_bytes(),
-            hash: b"h",
-            lease,
-            retention,
-            claimed_by: Some(b"w9"),
-        },
-    )
-}
-
-#[pg_test]
-fn every_transition_writes_the_same_row_both_ways() {
-    // A fixed clock, a little after the transaction's start (as a real call's is).
-    let clock = Clock {
-        txn: Clock::now().txn,
-        call: Clock::now().txn + 1_234_567,
-    };
-    // SAFETY: jsonb's input function on a C string.
-    let response = unsafe {
-        pgrx::direct_function_call::<pgrx::pg_sys::Datum>(
-            pgrx::pg_sys::jsonb_in,
-            &[Some(pgrx::pg_sys::Datum::from(c"{\"ok\": true}".as_ptr()))],
-        )
-    };
-    let code = Some(text_datum(b"E9"));
-    let message = Some(text_datum(b"gone"));
-    let lease = pgrx::IntoDatum::into_datum(
-        Spi::get_one::<pgrx::datum::Interval>("SELECT interval '90 seconds'")
-            .unwrap()
-            .unwrap(),
-    );
-    let changes: [(&str, Transition<'_>); 5] = [
-        ("complete", Transition::Complete { response }),
-        (
-            "fail-retryable",
-            Transition::Fail { status: Status::FailedRetryable, code, message },
-        ),
-        (
-            "fail-final",
-            Transition::Fail { status: Status::FailedFinal, code: None, message: None },
-        ),
-        (
-            "checkpoint",
-            Transition::Checkpoint { recovery_point: Some(text_datum(b"rp2")), lease },
-        ),
-        (
-            "checkpoint-keep",
-            Transition::Checkpoint { recovery_point: None, lease: None },
-        ),
-    ];
-    for (name, transition) in &changes {
-        let scope = format!("eq-{name}");
-        seed_pair(&scope, "processing", false);
-        let mut conn = LazyConn::default();
-        for (key, path) in [("d", Path::DirectOrSql), ("s", Path::Sql)] {
-            let target = Target {
-                scope: scope.as_bytes(),
-                key: key.as_bytes(),
-                attempt: Some(2),
-            };
-            let changed = change_attempt_at(&mut conn, target, transition, path, clock)
-            .unwrap()
-            .unwrap_or_else(|_| panic!("{name}: nothing changed on {key}"));
-            assert_eq!(changed.direct, path == Path::DirectOrSql, "{name} on {key}");
-        }
-        assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
-    }
-
-    // The claim's transitions: a new key, a takeover, a reset.
-    for (name, status, lease_ended) in [
-        ("new-claim", None, false),
-        ("take-over-stale", Some("processing"), true),
-        ("take-over-retryable", Some("failed_retryable"), false),
-        ("reset", Some("succeeded"), false),
-    ] {
-        let scope = format!("eq-{name}");
-        if let Some(status) = status {
-            seed_pair(&scope, status, lease_ended);
-        }
-        if name == "reset" {
-            run("UPDATE idempotency.requests SET expires_at = now() - interval '1 second'
-                 WHERE scope = 'eq-reset'");
-        }
+    /// Two identical records, keys `d` (for the direct path) and `s` (for SQL), of `scope`, in
+    /// state `status`, claimed an hour ago; `lease_ended`: its lease ended a minute ago.
+    fn seed_pair(scope: &str, status: &str, lease_ended: bool) {
         for key in ["d", "s"] {
-            let (_, args) = claim_args(&scope, key);
-            let transition = match name {
-                "new-claim" => Transition::NewClaim(&args),
-                "reset" => Transition::Reset(&args),
-                _ => Transition::TakeOver(&args),
-            };
-            if key == "d" {
-                write_directly(&scope, key, &transition, clock);
-            } else {
-                write_through_sql(&scope, key, &transition, clock);
+            Spi::run_with_args(
+                "INSERT INTO idempotency.requests VALUES ($1, $2, 'h', $3::idem_status, 2,
+                    CASE WHEN $3 = 'succeeded' THEN '{\"r\": 1}'::jsonb END, 'rp1',
+                    CASE WHEN $3 LIKE 'failed%' THEN 'E1' END, CASE WHEN $3 LIKE 'failed%' THEN 'm' END,
+                    'w0', now() - interval '1 hour',
+                    CASE WHEN $3 = 'processing' THEN now() + CASE WHEN $4 THEN interval '-1 minute'
+                         ELSE interval '1 minute' END END,
+                    interval '5 minutes', interval '2 hours', now() - interval '1 hour',
+                    now() - interval '1 hour', now() + interval '30 minutes')",
+                &[scope.into(), key.into(), status.into(), lease_ended.into()],
+            )
+            .unwrap_or_else(|e| panic!("seed {scope}/{key}: {e}"));
+        }
+    }
+
+    /// The columns of (scope, `d`) and (scope, `s`) that differ, other than the key.
+    fn differing_columns(scope: &str) -> Vec<String> {
+        let mut differing = Vec::new();
+        for (name, _, _) in COLUMNS {
+            let name = name.to_str().unwrap_or_default();
+            if name == "key" {
+                continue;
+            }
+            let same = Spi::get_one_with_args::<bool>(
+                &format!(
+                    "SELECT d.{name} IS NOT DISTINCT FROM s.{name} FROM idempotency.requests d,
+                     idempotency.requests s WHERE d.scope = $1 AND s.scope = $1
+                     AND d.key = 'd' AND s.key = 's'"
+                ),
+                &[scope.into()],
+            )
+            .unwrap_or_else(|e| panic!("compare {name}: {e}"));
+            if same != Some(true) {
+                differing.push(name.to_string());
             }
         }
-        assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
+        differing
     }
-}
 
-#[pg_test]
-fn record_columns_match_the_catalog() {
-    let status_type = one::<pgrx::pg_sys::Oid>("SELECT 'idem_status'::regtype::oid").unwrap();
-    let catalog: Vec<(String, pgrx::pg_sys::Oid, bool)> = Spi::connect(|client| {
-        client
-            .select(
-                "SELECT attname::text, atttypid, attnotnull FROM pg_catalog.pg_attribute
-                 WHERE attrelid = 'idempotency.requests'::regclass AND attnum > 0
-                   AND NOT attisdropped ORDER BY attnum",
-                None,
-                &[],
-            )
+    /// Write `transition` of (scope, key) straight through the table AM, as the direct path does.
+    fn write_directly(scope: &str, key: &str, transition: &Transition<'_>, clock: Clock) {
+        let mut lookup = Lookup::open()
             .unwrap()
-            .map(|row| {
+            .expect("the direct path is open here");
+        let stored = lookup
+            .find(text_datum(scope.as_bytes()), text_datum(key.as_bytes()))
+            .unwrap();
+        let new = transition.apply(stored.as_ref(), clock).unwrap();
+        let privilege = if stored.is_some() {
+            pgrx::pg_sys::ACL_UPDATE
+        } else {
+            pgrx::pg_sys::ACL_INSERT
+        };
+        let mut writer = Writer::open(&lookup, privilege).expect("a direct writer");
+        let values = new.to_values(|status| lookup.catalog.status_datum(status));
+        if stored.is_some() {
+            let (tid, snapshot) = lookup.found();
+            assert!(writer.update(tid, snapshot, &values));
+        } else {
+            writer.insert(&values).unwrap();
+        }
+    }
+
+    /// Write `transition` of (scope, key) with the SQL path's statements.
+    fn write_through_sql(scope: &str, key: &str, transition: &Transition<'_>, clock: Clock) {
+        let mut conn = LazyConn::default();
+        let conn = conn.get().unwrap();
+        let stored: Option<Record> =
+            crate::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
+        let new = transition.apply(stored.as_ref(), clock).unwrap();
+        let written = match stored {
+            Some(_) => crate::record_sql::update(conn, &new),
+            None => crate::record_sql::insert(conn, &new),
+        };
+        assert!(written.unwrap());
+    }
+
+    fn claim_args<'a>(scope: &'a str, key: &'a str) -> (String, ClaimArgs<'a>) {
+        let interval = |text: &str| {
+            Spi::get_one::<pgrx::datum::Interval>(&format!("SELECT interval '{text}'"))
+                .unwrap()
+                .unwrap()
+        };
+        let lease = pgrx::IntoDatum::into_datum(interval("7 minutes")).unwrap();
+        let retention = pgrx::IntoDatum::into_datum(interval("3 hours")).unwrap();
+        (
+            key.to_string(),
+            ClaimArgs {
+                scope: scope.as_bytes(),
+                key: key.as_bytes(),
+                hash: b"h",
+                lease,
+                retention,
+                claimed_by: Some(b"w9"),
+            },
+        )
+    }
+
+    #[pg_test]
+    fn every_transition_writes_the_same_row_both_ways() {
+        // A fixed clock, a little after the transaction's start (as a real call's is).
+        let clock = Clock {
+            txn: Clock::now().txn,
+            call: Clock::now().txn + 1_234_567,
+        };
+        // SAFETY: jsonb's input function on a C string.
+        let response = unsafe {
+            pgrx::direct_function_call::<pgrx::pg_sys::Datum>(
+                pgrx::pg_sys::jsonb_in,
+                &[Some(pgrx::pg_sys::Datum::from(c"{\"ok\": true}".as_ptr()))],
+            )
+        };
+        let code = Some(text_datum(b"E9"));
+        let message = Some(text_datum(b"gone"));
+        let lease = pgrx::IntoDatum::into_datum(
+            Spi::get_one::<pgrx::datum::Interval>("SELECT interval '90 seconds'")
+                .unwrap()
+                .unwrap(),
+        );
+        let changes: [(&str, Transition<'_>); 5] = [
+            ("complete", Transition::Complete { response }),
+            (
+                "fail-retryable",
+                Transition::Fail {
+                    status: Status::FailedRetryable,
+                    code,
+                    message,
+                },
+            ),
+            (
+                "fail-final",
+                Transition::Fail {
+                    status: Status::FailedFinal,
+                    code: None,
+                    message: None,
+                },
+            ),
+            (
+                "checkpoint",
+                Transition::Checkpoint {
+                    recovery_point: Some(text_datum(b"rp2")),
+                    lease,
+                },
+            ),
+            (
+                "checkpoint-keep",
+                Transition::Checkpoint {
+                    recovery_point: None,
+                    lease: None,
+                },
+            ),
+        ];
+        for (name, transition) in &changes {
+            let scope = format!("eq-{name}");
+            seed_pair(&scope, "processing", false);
+            let mut conn = LazyConn::default();
+            for (key, path) in [("d", Path::DirectOrSql), ("s", Path::Sql)] {
+                let target = Target {
+                    scope: scope.as_bytes(),
+                    key: key.as_bytes(),
+                    attempt: Some(2),
+                };
+                let changed = change_attempt_at(&mut conn, target, transition, path, clock)
+                    .unwrap()
+                    .unwrap_or_else(|_| panic!("{name}: nothing changed on {key}"));
+                assert_eq!(changed.direct, path == Path::DirectOrSql, "{name} on {key}");
+            }
+            assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
+        }
+
+        // The claim's transitions: a new key, a takeover, a reset.
+        for (name, status, lease_ended) in [
+            ("new-claim", None, false),
+            ("take-over-stale", Some("processing"), true),
+            ("take-over-retryable", Some("failed_retryable"), false),
+            ("reset", Some("succeeded"), false),
+        ] {
+            let scope = format!("eq-{name}");
+            if let Some(status) = status {
+                seed_pair(&scope, status, lease_ended);
+            }
+            if name == "reset" {
+                run(
+                    "UPDATE idempotency.requests SET expires_at = now() - interval '1 second'
+                     WHERE scope = 'eq-reset'",
+                );
+            }
+            for key in ["d", "s"] {
+                let (_, args) = claim_args(&scope, key);
+                let transition = match name {
+                    "new-claim" => Transition::NewClaim(&args),
+                    "reset" => Transition::Reset(&args),
+                    _ => Transition::TakeOver(&args),
+                };
+                if key == "d" {
+                    write_directly(&scope, key, &transition, clock);
+                } else {
+                    write_through_sql(&scope, key, &transition, clock);
+                }
+            }
+            assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
+        }
+    }
+
+    #[pg_test]
+    fn record_columns_match_the_catalog() {
+        let status_type = one::<pgrx::pg_sys::Oid>("SELECT 'idem_status'::regtype::oid").unwrap();
+        let catalog: Vec<(String, pgrx::pg_sys::Oid, bool)> = Spi::connect(|client| {
+            client
+                .select(
+                    "SELECT attname::text, atttypid, attnotnull FROM pg_catalog.pg_attribute
+                     WHERE attrelid = 'idempotency.requests'::regclass AND attnum > 0
+                       AND NOT attisdropped ORDER BY attnum",
+                    None,
+                    &[],
+                )
+                .unwrap()
+                .map(|row| {
+                    (
+                        row.get::<String>(1).unwrap().unwrap(),
+                        row.get::<pgrx::pg_sys::Oid>(2).unwrap().unwrap(),
+                        row.get::<bool>(3).unwrap().unwrap(),
+                    )
+                })
+                .collect()
+        });
+        let described: Vec<(String, pgrx::pg_sys::Oid, bool)> = COLUMNS
+            .iter()
+            .map(|(name, ty, not_null)| {
                 (
-                    row.get::<String>(1).unwrap().unwrap(),
-                    row.get::<pgrx::pg_sys::Oid>(2).unwrap().unwrap(),
-                    row.get::<bool>(3).unwrap().unwrap(),
+                    name.to_str().unwrap().to_string(),
+                    ty.oid(status_type),
+                    *not_null,
                 )
             })
-            .collect()
-    });
-    let described: Vec<(String, pgrx::pg_sys::Oid, bool)> = COLUMNS
-        .iter()
-        .map(|(name, ty, not_null)| {
-            (name.to_str().unwrap().to_string(), ty.oid(status_type), *not_null)
-        })
-        .collect();
-    assert_eq!(described, catalog);
-    // The SQL path's record parameters are the same columns (the status as its label).
-    for (i, (_, ty, _)) in COLUMNS.iter().enumerate() {
-        assert_eq!(
-            crate::record_sql::RECORD_ARGS[i],
-            ty.oid(pgrx::pg_sys::TEXTOID),
-            "parameter {}",
-            i + 1
-        );
+            .collect();
+        assert_eq!(described, catalog);
+        // The SQL path's record parameters are the same columns (the status as its label).
+        for (i, (_, ty, _)) in COLUMNS.iter().enumerate() {
+            assert_eq!(
+                crate::record_sql::RECORD_ARGS[i],
+                ty.oid(pgrx::pg_sys::TEXTOID),
+                "parameter {}",
+                i + 1
+            );
+        }
+        // idem_status's labels, in order.
+        let labels = one::<String>(
+            "SELECT string_agg(e::text, ',') FROM unnest(enum_range(NULL::idem_status)) e",
+        )
+        .unwrap();
+        let ours: Vec<&str> = Status::ALL
+            .iter()
+            .map(|s| s.label().to_str().unwrap())
+            .collect();
+        assert_eq!(labels, ours.join(","));
     }
-    // idem_status's labels, in order.
-    let labels = one::<String>("SELECT string_agg(e::text, ',') FROM unnest(enum_range(NULL::idem_status)) e").unwrap();
-    let ours: Vec<&str> = Status::ALL.iter().map(|s| s.label().to_str().unwrap()).collect();
-    assert_eq!(labels, ours.join(","));
 }
