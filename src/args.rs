@@ -69,6 +69,7 @@ pub(crate) use c_function;
 /// # Safety
 /// `fcinfo` must be a valid call whose argument `n` is text (or varchar, bytea).
 pub unsafe fn bytes<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'a [u8]> {
+    // SAFETY: the caller's promise: argument `n` exists and is text-like.
     unsafe { pg_getarg::<&'a [u8]>(fcinfo, n) }
 }
 
@@ -77,6 +78,7 @@ pub unsafe fn bytes<'a>(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<&'
 /// # Safety
 /// `fcinfo` must be a valid call with at least `n + 1` arguments.
 pub unsafe fn datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys::Datum> {
+    // SAFETY: the caller's promise: argument `n` exists.
     let arg = unsafe { pg_get_nullable_datum(fcinfo, n) };
     (!arg.isnull).then_some(arg.value)
 }
@@ -84,12 +86,14 @@ pub unsafe fn datum(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<pg_sys
 /// # Safety
 /// `fcinfo` must be a valid call whose argument `n` is int4.
 pub unsafe fn int4(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<i32> {
+    // SAFETY: the caller's promise: argument `n` exists and is int4.
     unsafe { pg_getarg::<i32>(fcinfo, n) }
 }
 
 /// # Safety
 /// `fcinfo` must be a valid call whose argument `n` is bool.
 pub unsafe fn boolean(fcinfo: pg_sys::FunctionCallInfo, n: usize) -> Option<bool> {
+    // SAFETY: the caller's promise: argument `n` exists and is bool.
     unsafe { pg_getarg::<bool>(fcinfo, n) }
 }
 
@@ -99,7 +103,9 @@ pub unsafe fn interval(
     fcinfo: pg_sys::FunctionCallInfo,
     n: usize,
 ) -> Option<(pg_sys::Datum, Interval)> {
+    // SAFETY: the caller's promise: argument `n` exists and is interval.
     let raw = unsafe { datum(fcinfo, n) }?;
+    // SAFETY: as above.
     let value = unsafe { pg_getarg::<Interval>(fcinfo, n) }?;
     Some((raw, value))
 }

@@ -189,6 +189,10 @@ fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
 
     let mut isnull = true;
     let mut err: *mut pg_sys::ErrorData = core::ptr::null_mut();
+    #[allow(
+        ffi_unwind_calls,
+        reason = "inside pg_guard_ffi_boundary: a Postgres error becomes a Rust panic"
+    )]
     // SAFETY: calls fn(request) in a subtransaction; a caught error comes back in `err`, copied
     // into `caller` (it must outlive this SPI connection if re-raised). Errors outside the
     // call itself are turned into Rust panics by the guard (nothing here to unwind wrongly).
@@ -300,6 +304,10 @@ function_info_v1!(pg_finfo_idem_call);
 pub extern "C-unwind" fn idem_call(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
     match call(fcinfo).or_raise() {
         Finish::Row(row) => row,
+        #[allow(
+            ffi_unwind_calls,
+            reason = "the ERROR longjmps on purpose, from the outermost frame"
+        )]
         // SAFETY: every Rust value of `call` is gone; like errors::raise, this longjmps from
         // the outermost frame. ReThrowError copies the error into ErrorContext.
         Finish::Rethrow(edata) => unsafe { ReThrowError(edata) },

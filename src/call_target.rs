@@ -84,6 +84,10 @@ pub(crate) fn check_function(fn_oid: Oid) -> Result<()> {
             name()
         )));
     }
+    #[allow(
+        ffi_unwind_calls,
+        reason = "inside pg_guard_ffi_boundary: a Postgres error becomes a Rust panic"
+    )]
     // SAFETY: ACL checks of an existing function and schema; wrapped so an error raised by a
     // security hook reaches the client as a Postgres error.
     let denied =

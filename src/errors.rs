@@ -147,6 +147,10 @@ fn palloc_cstr(text: &str) -> *mut c_char {
 /// Precondition (why it is this shape): the longjmp skips Rust destructors, so all text is
 /// copied to palloc'd memory and `err` is dropped before `errstart`; callers raise only from
 /// the outermost frame of a `#[pg_extern]`, where nothing else with a destructor is alive.
+#[allow(
+    ffi_unwind_calls,
+    reason = "the ERROR longjmps on purpose, from the outermost frame (see above)"
+)]
 pub fn raise(err: IdemError) -> ! {
     let code = err.code.packed();
     let message = palloc_cstr(&err.message);

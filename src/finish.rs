@@ -24,8 +24,8 @@ static FORGET: Statement = Statement {
 fn same_response(stored: Option<Datum>, given: Option<Datum>) -> bool {
     match (stored, given) {
         (None, None) => true,
-        // SAFETY: the built-in jsonb equality on two jsonb datums.
         (Some(a), Some(b)) => {
+            // SAFETY: the built-in jsonb equality on two jsonb datums.
             unsafe { pgrx::direct_function_call::<bool>(pg_sys::jsonb_eq, &[Some(a), Some(b)]) }
                 .unwrap_or(false)
         }
@@ -179,8 +179,8 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     let why = errors::FAIL_NOT_PROCESSING;
     diagnose(found, attempt, why, "fail", scope, key, |state| {
         // A repeat of the same failure is a no-op.
-        // SAFETY: failure_code and failure_message are text datums.
         let same = |stored: Option<Datum>, given: Option<&[u8]>| {
+            // SAFETY: failure_code and failure_message are text datums.
             stored.map(|d| unsafe { datum_bytes(d) }) == given
         };
         Ok(state.status == status

@@ -223,7 +223,7 @@ impl Record {
     }
 
     /// The record as column values, with `status` given as the datum `status_datum` makes.
-    pub fn to_values(&self, status_datum: impl FnOnce(Status) -> Datum) -> Values {
+    pub fn to_values(self, status_datum: impl FnOnce(Status) -> Datum) -> Values {
         let mut values: Values = [None; NATTS];
         values[col::SCOPE] = Some(self.scope);
         values[col::KEY] = Some(self.key);

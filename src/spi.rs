@@ -154,9 +154,10 @@ impl Statement {
         // SAFETY: a connected SPI; the plan is kept (moved out of SPI memory) before use.
         let plan =
             unsafe { pg_sys::SPI_prepare(sql.as_ptr(), types.len() as i32, types.as_mut_ptr()) };
-        // SAFETY: reads SPI's result code after SPI_prepare.
         if plan.is_null() {
-            return Err(spi_error("SPI_prepare", unsafe { pg_sys::SPI_result }));
+            // SAFETY: reads SPI's result code after SPI_prepare.
+            let code = unsafe { pg_sys::SPI_result };
+            return Err(spi_error("SPI_prepare", code));
         }
         // SAFETY: `plan` came from SPI_prepare just now.
         let code = unsafe { pg_sys::SPI_keepplan(plan) };

@@ -54,7 +54,7 @@ pub fn requests_distributed() -> Result<bool> {
 /// the answer is `false`: the upkeep steps then run and report that themselves (42P01), as on
 /// a single server.
 pub fn upkeep_elsewhere() -> Result<bool> {
-    if !local_group().is_some_and(|group| group != 0) {
+    if local_group().is_none_or(|group| group == 0) {
         return Ok(false);
     }
     match direct::resolve() {
@@ -152,8 +152,11 @@ static PURGE_ONE: Statement = Statement {
     args: &[TEXT, TEXT, TIMESTAMPTZ],
 };
 
-/// (scope, key, attempt) of each candidate row, copied out of SPI's result.
-fn keys(rows: &Rows<'_>, with_attempt: bool) -> Result<Vec<(Vec<u8>, Vec<u8>, i32)>> {
+/// A candidate row's (scope, key, attempt), copied out of SPI's result.
+type Candidate = (Vec<u8>, Vec<u8>, i32);
+
+/// The candidates of `rows`.
+fn keys(rows: &Rows<'_>, with_attempt: bool) -> Result<Vec<Candidate>> {
     let mut out = Vec::with_capacity(rows.len());
     for i in 0..rows.len() {
         // SAFETY: columns 1 and 2 are text.
@@ -206,11 +209,11 @@ pub fn reclaim_batch(conn: &Conn, batch: i32, cutoff: i64) -> Result<i64> {
                 continue; // changed meanwhile, or a claim holds it: next round
             }
             let claimed_by = match row.get(0, 2)? {
-                // SAFETY: column 2 is text.
-                Some(d) => format!(
-                    " (claimed by {})",
-                    String::from_utf8_lossy(unsafe { datum_bytes(d) })
-                ),
+                Some(d) => {
+                    // SAFETY: column 2 is text, in SPI memory until the connection closes.
+                    let name = unsafe { datum_bytes(d) };
+                    format!(" (claimed by {})", String::from_utf8_lossy(name))
+                }
                 None => String::new(),
             };
             let locked_until = timestamptz_text(row.required(0, 3)?);

@@ -92,7 +92,15 @@ impl Writer {
                     "the table's access method cannot insert",
                 )
             })?;
-            insert(self.heap, self.slot, cid, 0, core::ptr::null_mut());
+            // A table AM callback is not behind pgrx's guard: an ERROR in it must unwind as a
+            // panic (this writer and the caller's scan are dropped), not longjmp over them.
+            #[allow(
+                ffi_unwind_calls,
+                reason = "inside pg_guard_ffi_boundary: a Postgres error becomes a Rust panic"
+            )]
+            pg_sys::ffi::pg_guard_ffi_boundary(|| {
+                insert(self.heap, self.slot, cid, 0, core::ptr::null_mut())
+            });
             compat::insert_index_tuples(self.rri, self.slot, self.estate, IndexUpdate::All, false);
             pg_sys::CommandCounterIncrement();
         }
