@@ -39,6 +39,12 @@ impl IntoReturn for () {
     }
 }
 
+impl IntoReturn for i64 {
+    fn into_return(self) -> pg_sys::Datum {
+        pg_sys::Datum::from(self)
+    }
+}
+
 impl IntoReturn for bool {
     fn into_return(self) -> pg_sys::Datum {
         pg_sys::Datum::from(self)

@@ -9,40 +9,15 @@
 //!
 //! Rust callers (the claim path) use [`hash_jsonb_datum`] / [`jsonb_hash_hex`].
 
-use idem_canonical::{Document, ErrorKind, HashSink, to_hex};
+use idem_canonical::{Document, HashSink, to_hex};
 use pgrx::datum::Array;
 use pgrx::pg_sys;
 use pgrx::prelude::*;
 
 use crate::canonical_limits::{Discard, Guarded, MAX_TEXT, may_exceed};
 use crate::datum::{JsonBytes, JsonbBytes, ServerEncoding};
-use crate::errors::{self, IdemError, OrRaise};
+use crate::errors::{self, IdemError, OrRaise, canonical_error};
 use crate::jsonb::{FieldSet, write_jsonb};
-
-/// The error the extension raises for a canonicalizer error.
-pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
-    let code = match err.kind() {
-        ErrorKind::DuplicateKey => errors::DUPLICATE_JSON_KEY,
-        ErrorKind::NumberOutOfRange => errors::NUMERIC_VALUE_OUT_OF_RANGE,
-        ErrorKind::Syntax => errors::INVALID_TEXT_REPRESENTATION,
-        ErrorKind::Untranslatable => errors::UNTRANSLATABLE_CHARACTER,
-        ErrorKind::TooLarge => errors::PROGRAM_LIMIT_EXCEEDED,
-    };
-    let hint = match err.kind() {
-        ErrorKind::DuplicateKey => Some(
-            "RFC 8785 canonical JSON requires unique member names; cast to jsonb to keep the last one.",
-        ),
-        ErrorKind::NumberOutOfRange => {
-            Some("RFC 8785 numbers are IEEE 754 doubles; send such values as strings.")
-        }
-        _ => None,
-    };
-    let e = IdemError::new(code, err.message().to_owned());
-    match hint {
-        Some(h) => e.hint(h),
-        None => e,
-    }
-}
 
 /// SHA-256 of the canonical form of a `jsonb` datum.
 ///

@@ -10,8 +10,7 @@ use idem_canonical::ErrorKind;
 use pgrx::pg_sys;
 use pgrx::{FromDatum, vardata_any, varsize_any_exhdr};
 
-use crate::canonical::canonical_error;
-use crate::errors::{self, IdemError};
+use crate::errors::{self, IdemError, canonical_error};
 
 /// A `json`, `jsonb` or `text` argument as the bytes of its detoasted datum (no copy unless
 /// the value was toasted or compressed; no text round trip; no UTF-8 assumption). Lives as

@@ -2,8 +2,9 @@
 //!
 //! pgrx can only report codes from its closed `PgSqlErrorCode` enum (anything else becomes
 //! `XX000`), so our own `P4xxx` codes go straight to Postgres' `errstart`/`errfinish`.
-//! Every `#[pg_extern]` returns its body's `Result` through [`OrRaise::or_raise`], so the
-//! error is raised from the outermost Rust frame, after every Rust value has been dropped.
+//! Every entry point returns its body's `Result` through [`OrRaise::or_raise`] (the C functions
+//! through `args::c_function!`), so the error is raised from the outermost Rust frame, after
+//! every Rust value has been dropped (tests/error_guards.rs).
 
 use core::ffi::{c_char, c_int};
 use pgrx::pg_sys;
@@ -53,6 +54,10 @@ pub const CHECKPOINT_NOT_PROCESSING: SqlState = SqlState(*b"P4013");
 pub const CALL_IN_PROGRESS: SqlState = SqlState(*b"P4029");
 pub const INBOX_HASH_MISMATCH: SqlState = SqlState(*b"P4050");
 // Raised by idem_distribute (sql/citus.sql): Citus is not there, or not usable this way.
+#[allow(
+    dead_code,
+    reason = "raised in SQL; listed with every code the extension raises"
+)]
 pub const CITUS_NOT_AVAILABLE: SqlState = SqlState(*b"P4060");
 // Standard codes we raise ourselves, so they never carry a Rust backtrace.
 pub const NULL_VALUE_NOT_ALLOWED: SqlState = SqlState(*b"22004");
@@ -61,7 +66,6 @@ pub const NUMERIC_VALUE_OUT_OF_RANGE: SqlState = SqlState(*b"22003");
 pub const DUPLICATE_JSON_KEY: SqlState = SqlState(*b"22030");
 pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState(*b"22P02");
 pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
-pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
 pub const PROGRAM_LIMIT_EXCEEDED: SqlState = SqlState(*b"54000");
 /// A jsonb datum whose structure does not add up.
 pub const DATA_CORRUPTED: SqlState = SqlState(*b"XX001");
@@ -107,6 +111,31 @@ impl IdemError {
 impl From<pgrx::spi::SpiError> for IdemError {
     fn from(err: pgrx::spi::SpiError) -> Self {
         IdemError::new(INTERNAL_ERROR, format!("idempotency: SPI failed: {err}"))
+    }
+}
+
+/// The error the extension raises for a canonicalizer error.
+pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
+    let code = match err.kind() {
+        idem_canonical::ErrorKind::DuplicateKey => DUPLICATE_JSON_KEY,
+        idem_canonical::ErrorKind::NumberOutOfRange => NUMERIC_VALUE_OUT_OF_RANGE,
+        idem_canonical::ErrorKind::Syntax => INVALID_TEXT_REPRESENTATION,
+        idem_canonical::ErrorKind::Untranslatable => UNTRANSLATABLE_CHARACTER,
+        idem_canonical::ErrorKind::TooLarge => PROGRAM_LIMIT_EXCEEDED,
+    };
+    let hint = match err.kind() {
+        idem_canonical::ErrorKind::DuplicateKey => Some(
+            "RFC 8785 canonical JSON requires unique member names; cast to jsonb to keep the last one.",
+        ),
+        idem_canonical::ErrorKind::NumberOutOfRange => {
+            Some("RFC 8785 numbers are IEEE 754 doubles; send such values as strings.")
+        }
+        _ => None,
+    };
+    let e = IdemError::new(code, err.message().to_owned());
+    match hint {
+        Some(h) => e.hint(h),
+        None => e,
     }
 }
 

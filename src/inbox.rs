@@ -8,10 +8,9 @@
 //! counts as absent, exactly as if it had been purged.
 
 use pgrx::pg_sys::{self, Datum};
-use pgrx::prelude::*;
 
-use crate::args::{self, function_info_v1};
-use crate::errors::{self, IdemError, OrRaise, Result};
+use crate::args::{self, c_function};
+use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::spi::{Conn, Statement};
 use crate::spi::{datum_bytes, text_arg};
@@ -131,12 +130,7 @@ fn accept(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     ))
 }
 
-function_info_v1!(pg_finfo_idem_inbox_accept);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_inbox_accept(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(accept(fcinfo).or_raise())
-}
+c_function!(idem_inbox_accept, pg_finfo_idem_inbox_accept, accept);
 
 /// Delete at most `batch` inbox rows past their retention.
 pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
@@ -149,9 +143,4 @@ fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     purge_batch(&Conn::open()?, batch)
 }
 
-function_info_v1!(pg_finfo_idem_inbox_purge);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_inbox_purge(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(purge(fcinfo).or_raise())
-}
+c_function!(idem_inbox_purge, pg_finfo_idem_inbox_purge, purge);

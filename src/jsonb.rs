@@ -8,9 +8,8 @@ use std::collections::BTreeSet;
 
 use idem_canonical::{Emitter, Sink, cmp_utf16, number_from_decimal_text, number_from_parts_fast};
 
-use crate::canonical::canonical_error;
 use crate::datum::ServerEncoding;
-use crate::errors::{self, IdemError};
+use crate::errors::{self, IdemError, canonical_error};
 
 fn corrupt(what: &str) -> IdemError {
     IdemError::new(

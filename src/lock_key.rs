@@ -6,8 +6,8 @@
 
 use pgrx::prelude::*;
 
-use crate::canonical::canonical_error;
 use crate::datum::{ServerEncoding, TextBytes};
+use crate::errors::canonical_error;
 use crate::errors::{self, OrRaise};
 
 /// The lock key of `(scope, key)` given as text in the server encoding.

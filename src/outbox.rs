@@ -8,10 +8,9 @@
 //! nothing; delivery is at least once, so consumers deduplicate by `message_id`).
 
 use pgrx::pg_sys::{self, Datum, Oid};
-use pgrx::prelude::*;
 
-use crate::args::{self, function_info_v1};
-use crate::errors::{self, IdemError, OrRaise, Result};
+use crate::args::{self, c_function};
+use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::settings;
 use crate::spi::{Conn, Rows, Statement, opt_text_arg, text_arg};
@@ -148,12 +147,7 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     ))
 }
 
-function_info_v1!(pg_finfo_idem_outbox_put);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_outbox_put(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(put(fcinfo).or_raise())
-}
+c_function!(idem_outbox_put, pg_finfo_idem_outbox_put, put);
 
 // ---------------------------------------------------------------------------------------------
 // idem_outbox_take
@@ -234,12 +228,7 @@ fn take(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     unsafe { materialize(fcinfo, &taken) }
 }
 
-function_info_v1!(pg_finfo_idem_outbox_take);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_outbox_take(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    take(fcinfo).or_raise()
-}
+c_function!(idem_outbox_take, pg_finfo_idem_outbox_take, take);
 
 // ---------------------------------------------------------------------------------------------
 // idem_outbox_ack / idem_outbox_nack / idem_outbox_purge
@@ -251,12 +240,7 @@ fn ack(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     Ok(ACK.run(&conn, &[Some(ids)])?.len() as i64)
 }
 
-function_info_v1!(pg_finfo_idem_outbox_ack);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_outbox_ack(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(ack(fcinfo).or_raise())
-}
+c_function!(idem_outbox_ack, pg_finfo_idem_outbox_ack, ack);
 
 fn nack(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_outbox_nack(int8, text, interval).
@@ -274,13 +258,7 @@ fn nack(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     Ok(())
 }
 
-function_info_v1!(pg_finfo_idem_outbox_nack);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_outbox_nack(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    nack(fcinfo).or_raise();
-    Datum::from(0)
-}
+c_function!(idem_outbox_nack, pg_finfo_idem_outbox_nack, nack);
 
 /// Delete at most `batch` published messages older than `idempotency.outbox_retention`.
 pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
@@ -298,9 +276,4 @@ fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     purge_batch(&Conn::open()?, batch)
 }
 
-function_info_v1!(pg_finfo_idem_outbox_purge);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_outbox_purge(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(purge(fcinfo).or_raise())
-}
+c_function!(idem_outbox_purge, pg_finfo_idem_outbox_purge, purge);

@@ -3,11 +3,10 @@
 //! last applied version and only moves forward. Two transactions advancing one entity take
 //! turns on its row, so the later one compares against the earlier one's committed version.
 
-use pgrx::pg_sys::{self, Datum};
-use pgrx::prelude::*;
+use pgrx::pg_sys;
 
-use crate::args::{self, function_info_v1};
-use crate::errors::{self, IdemError, OrRaise, Result};
+use crate::args::{self, c_function};
+use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::spi::text_arg;
 use crate::spi::{Conn, Statement};
@@ -38,9 +37,4 @@ fn advance(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     Ok(!applied.is_empty())
 }
 
-function_info_v1!(pg_finfo_idem_advance);
-#[pg_guard]
-#[unsafe(no_mangle)]
-pub extern "C-unwind" fn idem_advance(fcinfo: pg_sys::FunctionCallInfo) -> Datum {
-    Datum::from(advance(fcinfo).or_raise())
-}
+c_function!(idem_advance, pg_finfo_idem_advance, advance);

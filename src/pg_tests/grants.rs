@@ -24,6 +24,9 @@ mod tests {
     /// but 42501); every other profile gets 42501. Functions that touch no table are open to all.
     /// `upkeep` holds UPDATE and DELETE to reclaim and purge, which also end, forget and take what
     /// those privileges allow: table privileges cannot tell these apart (documented).
+    /// Every profile, and a role with none.
+    const EVERYONE: &[&str] = &["app", "publisher", "upkeep", "monitor", "none"];
+
     const CALLS: &[(&str, &str, &[&str])] = &[
         (
             "idem_claim",
@@ -103,50 +106,30 @@ mod tests {
             "SELECT count(*) FROM idem_metrics()",
             &["monitor"],
         ),
-        (
-            "idem_hash",
-            "SELECT idem_hash('{}'::jsonb)",
-            &["app", "publisher", "upkeep", "monitor", "none"],
-        ),
+        ("idem_hash", "SELECT idem_hash('{}'::jsonb)", EVERYONE),
         (
             "idem_canonical",
             "SELECT idem_canonical('{}'::jsonb)",
-            &["app", "publisher", "upkeep", "monitor", "none"],
+            EVERYONE,
         ),
-        (
-            "idem_lock_key",
-            "SELECT idem_lock_key('s', 'k')",
-            &["app", "publisher", "upkeep", "monitor", "none"],
-        ),
-        (
-            "idem_retryable",
-            "SELECT idem_retryable('40001')",
-            &["app", "publisher", "upkeep", "monitor", "none"],
-        ),
-        (
-            "idem_version",
-            "SELECT idem_version()",
-            &["app", "publisher", "upkeep", "monitor", "none"],
-        ),
+        ("idem_lock_key", "SELECT idem_lock_key('s', 'k')", EVERYONE),
+        ("idem_retryable", "SELECT idem_retryable('40001')", EVERYONE),
+        ("idem_version", "SELECT idem_version()", EVERYONE),
         (
             "idem_grant_statements",
             "SELECT idem_grant_statements('app')",
-            &["app", "publisher", "upkeep", "monitor", "none"],
+            EVERYONE,
         ),
-        (
-            "idem_http_headers",
-            "SELECT idem_http_headers()",
-            &["app", "publisher", "upkeep", "monitor", "none"],
-        ),
+        ("idem_http_headers", "SELECT idem_http_headers()", EVERYONE),
         (
             "idem_http_response",
             "SELECT idem_http_response(201, '{}', 'x')",
-            &["app", "publisher", "upkeep", "monitor", "none"],
+            EVERYONE,
         ),
         (
             "idem_http_replay",
             "SELECT idem_http_replay(NULL::idem_claim_result)",
-            &["app", "publisher", "upkeep", "monitor", "none"],
+            EVERYONE,
         ),
         (
             "idem_http_fail",
