@@ -3,11 +3,12 @@
 
 use pgrx::pg_sys;
 
+use crate::datum::text_datum;
 use crate::direct::{self, Lookup, Writer};
 use crate::errors::Result;
 use crate::record::Record;
 use crate::record_sql;
-use crate::spi::{Conn, LazyConn, text_datum};
+use crate::spi::{Conn, LazyConn};
 use crate::transition::{Clock, Transition};
 
 /// What a change wrote.
@@ -70,7 +71,7 @@ pub fn change_attempt_at(
     through_sql(conn.get()?, target, transition, clock)
 }
 
-/// The change without SQL; `None`: nothing was written, SQL decides (see `direct/mod.rs`).
+/// The change without SQL; `None`: nothing was written, SQL decides (see `direct/rules.rs`).
 fn directly(
     target: Target<'_>,
     transition: &Transition<'_>,
@@ -83,7 +84,7 @@ fn directly(
         return Ok(None);
     };
     // A repeat or a fenced call needs no executor state: SQL explains it.
-    if !stored.is_current(target.attempt) || !direct::may_update(&stored, clock) {
+    if !stored.is_current(target.attempt) || !direct::may_update(&stored, clock.txn) {
         return Ok(None);
     }
     let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {

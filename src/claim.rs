@@ -14,13 +14,14 @@
 use pgrx::pg_sys::{self, Datum};
 
 use crate::args::{self, c_function};
+use crate::datum::text_datum;
 use crate::direct::{Lookup, Writer};
 use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::record::{Outcome, Record, Status};
 use crate::record_sql;
 use crate::result_row::call_site;
-use crate::spi::{Conn, LazyConn, text_datum};
+use crate::spi::{Conn, LazyConn};
 pub use crate::transition::ClaimArgs;
 use crate::transition::{Clock, Transition};
 
@@ -160,7 +161,7 @@ enum NewKey {
     UseSql,
 }
 
-/// Insert a new record for a key the first read did not find, without SQL (`direct/mod.rs`
+/// Insert a new record for a key the first read did not find, without SQL (`direct/rules.rs`
 /// says when SQL takes over).
 fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Result<NewKey> {
     let Some(mut writer) = Writer::open(lookup, pg_sys::ACL_INSERT) else {

@@ -169,3 +169,23 @@ impl ServerEncoding {
         .map_err(canonical_error)
     }
 }
+
+/// `bytes` as a new palloc'd text datum.
+pub fn text_datum(bytes: &[u8]) -> pg_sys::Datum {
+    // SAFETY: copies `bytes` into a new palloc'd text.
+    unsafe {
+        pg_sys::Datum::from(pg_sys::cstring_to_text_with_len(
+            bytes.as_ptr().cast(),
+            bytes.len() as _,
+        ))
+    }
+}
+
+/// Bytes of a text datum (detoasted if needed).
+///
+/// # Safety
+/// `datum` is a text (or bytea) datum that stays valid for `'a`.
+pub unsafe fn datum_bytes<'a>(datum: pg_sys::Datum) -> &'a [u8] {
+    // SAFETY: the caller's promise.
+    unsafe { <&[u8]>::from_datum(datum, false).unwrap_or_default() }
+}

@@ -66,6 +66,12 @@ pub const NUMERIC_VALUE_OUT_OF_RANGE: SqlState = SqlState(*b"22003");
 pub const DUPLICATE_JSON_KEY: SqlState = SqlState(*b"22030");
 pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState(*b"22P02");
 pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
+// Raised by Postgres' own stack-depth check while a deeply nested value is canonicalized.
+#[allow(
+    dead_code,
+    reason = "raised by Postgres; listed with every code a call can end with"
+)]
+pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
 pub const PROGRAM_LIMIT_EXCEEDED: SqlState = SqlState(*b"54000");
 /// A jsonb datum whose structure does not add up.
 pub const DATA_CORRUPTED: SqlState = SqlState(*b"XX001");

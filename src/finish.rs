@@ -8,11 +8,12 @@ use pgrx::pg_sys::{self, Datum};
 
 use crate::args::{self, c_function};
 use crate::change::{Target, change_attempt};
+use crate::datum::datum_bytes;
 use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::record::{Record, Status};
 use crate::record_sql::by_key;
-use crate::spi::{Conn, LazyConn, Statement, TEXT, datum_bytes, opt_text_arg, text_arg};
+use crate::spi::{Conn, LazyConn, Statement, TEXT, opt_text_arg, text_arg};
 use crate::transition::Transition;
 
 static FORGET: Statement = Statement {

@@ -10,10 +10,11 @@
 use pgrx::pg_sys::{self, Datum};
 
 use crate::args::{self, c_function};
+use crate::datum::datum_bytes;
 use crate::errors::{self, IdemError, Result};
 use crate::input;
+use crate::spi::text_arg;
 use crate::spi::{Conn, Statement};
-use crate::spi::{datum_bytes, text_arg};
 
 const TEXT: pg_sys::Oid = pg_sys::TEXTOID;
 const INTERVAL: pg_sys::Oid = pg_sys::INTERVALOID;

@@ -15,6 +15,9 @@
 //!    upkeep of a distributed table), `compat` (differences between majors), `errors`,
 //!    `settings`, `schema` (the SQL files), `canonical_limits`, `jsonb`, `datum`;
 //! 6. background: `worker` (launcher), `maintenance_worker`, `as_owner`.
+//!
+//! Test builds (`pg_test` feature) add `test_points` (injection and fail points) and
+//! `pg_tests` (the `#[pg_test]`s, in schema `tests`).
 
 use pgrx::prelude::*;
 

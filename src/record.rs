@@ -248,7 +248,7 @@ impl Record {
     /// Is `hash` the stored request's hash?
     pub fn hash_matches(&self, hash: &[u8]) -> bool {
         // SAFETY: request_hash is a text datum.
-        unsafe { crate::spi::datum_bytes(self.request_hash) == hash }
+        unsafe { crate::datum::datum_bytes(self.request_hash) == hash }
     }
 
     /// Is this the attempt a complete / fail / checkpoint may change: processing, and the

@@ -4,11 +4,11 @@
 //! Citus, which rejects STABLE functions of columns in an UPDATE, routes each statement to the
 //! one shard of its key.
 
+use crate::datum::{datum_bytes, text_datum};
 use crate::errors::{self, IdemError, Result};
 use crate::record::{NATTS, Record, Status, Values};
 use crate::spi::{
-    Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, datum_bytes, int4_arg,
-    text_arg, text_datum,
+    Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, int4_arg, text_arg,
 };
 
 /// `WHERE` one key ($1, $2).

@@ -15,9 +15,9 @@ use std::collections::HashMap;
 use std::ffi::CString;
 use std::marker::PhantomData;
 
-use pgrx::FromDatum;
 use pgrx::pg_sys::{self, Datum, Oid};
 
+use crate::datum::text_datum;
 use crate::errors::{self, IdemError, Result};
 
 /// A fixed SQL statement and the types of its parameters.
@@ -46,26 +46,6 @@ pub fn opt_text_arg(bytes: Option<&[u8]>) -> Arg {
 
 pub fn int4_arg(value: Option<i32>) -> Arg {
     value.map(Datum::from)
-}
-
-/// `bytes` as a new palloc'd text datum.
-pub fn text_datum(bytes: &[u8]) -> Datum {
-    // SAFETY: copies `bytes` into a new palloc'd text.
-    unsafe {
-        Datum::from(pg_sys::cstring_to_text_with_len(
-            bytes.as_ptr().cast(),
-            bytes.len() as _,
-        ))
-    }
-}
-
-/// Bytes of a text datum (detoasted if needed).
-///
-/// # Safety
-/// `datum` is a text (or bytea) datum that stays valid for `'a`.
-pub unsafe fn datum_bytes<'a>(datum: Datum) -> &'a [u8] {
-    // SAFETY: the caller's promise.
-    unsafe { <&[u8]>::from_datum(datum, false).unwrap_or_default() }
 }
 
 /// An open SPI connection; closed (`SPI_finish`) when dropped. Values read from [`Rows`]

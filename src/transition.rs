@@ -6,9 +6,9 @@
 
 use pgrx::pg_sys::{self, Datum};
 
+use crate::datum::text_datum;
 use crate::errors::{self, IdemError, Result};
 use crate::record::{Record, Status};
-use crate::spi::text_datum;
 
 /// What a claim asks for: the key, the request's hash and the attempt's terms.
 pub struct ClaimArgs<'a> {

@@ -23,10 +23,11 @@ pub mod detect;
 
 use pgrx::pg_sys::{self, Datum};
 
+use crate::datum::datum_bytes;
 use crate::direct;
 use crate::errors::Result;
 use crate::record_sql::by_key;
-use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, datum_bytes, text_arg};
+use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, text_arg};
 use crate::transition::{Clock, add_interval};
 #[cfg(any(test, feature = "pg_test"))]
 pub use detect::assume_distributed;

@@ -35,7 +35,7 @@ impl Lookup {
         };
         // SAFETY: opened by lock_table; the lock stays to the end of the transaction.
         let close = || unsafe { pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE) };
-        match crate::direct::may_read(&catalog) {
+        match crate::direct::rules::may_read(&catalog) {
             Ok(true) => {}
             refused => {
                 close();

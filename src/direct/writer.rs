@@ -6,8 +6,8 @@
 //! every statement (~40 µs of ~250; see docs/benchmarks.md). Here the row goes straight to the
 //! table AM and its index entries to `ExecInsertIndexTuples`. The rows written here satisfy the
 //! CHECK constraints by construction: every input is validated first, and the conditions that
-//! depend on the stored row are checked before (`direct::may_update`). When to write through
-//! SQL instead is decided in one place: `direct/mod.rs`.
+//! depend on the stored row are checked before (`rules::may_update`). When to write through SQL
+//! instead is decided in one place: `direct/rules.rs`.
 
 use pgrx::pg_sys;
 
@@ -29,7 +29,7 @@ impl Writer {
     /// through SQL (see the module's list). `lookup` is the read this write follows: its
     /// decisions stand only if nothing was invalidated by the time the write lock is held.
     pub fn open(lookup: &Lookup, privilege: u32) -> Option<Writer> {
-        if !crate::direct::may_write(&lookup.catalog) {
+        if !crate::direct::rules::may_write(&lookup.catalog) {
             return None;
         }
         // SAFETY: RowExclusiveLock (held to the end of the transaction) processes whatever was
@@ -40,7 +40,7 @@ impl Writer {
                 pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
             )
         };
-        if !crate::direct::may_write_locked(lookup, privilege) {
+        if !crate::direct::rules::may_write_locked(&lookup.catalog, lookup.generation, privilege) {
             // SAFETY: opened above; the lock stays to the end of the transaction.
             unsafe { pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE) };
             return None;

@@ -6,10 +6,11 @@ mod tests {
     use pgrx::prelude::*;
 
     use crate::change::{Path, Target, change_attempt_at};
+    use crate::datum::text_datum;
     use crate::direct::{Lookup, Writer};
     use crate::pg_tests::helpers::{one, run};
     use crate::record::{COLUMNS, Record, Status};
-    use crate::spi::{LazyConn, text_datum};
+    use crate::spi::LazyConn;
     use crate::transition::{ClaimArgs, Clock, Transition};
 
     /// Two identical records, keys `d` (for the direct path) and `s` (for SQL), of `scope`, in
