@@ -119,3 +119,82 @@ fn every_sqlstate_is_raised_after_the_guards_are_dropped() {
         }
     }
 }
+
+/// The static half: an error becomes a Postgres ERROR (a longjmp) only in an entry point's
+/// outermost frame. `errors::raise` is called only by `OrRaise::or_raise`, and `or_raise()` only
+/// in `args::c_function!`, in a `#[pg_extern]` function, or in an `extern "C-unwind"` entry
+/// point, never deeper, where Rust values with destructors would be jumped over.
+#[test]
+fn errors_are_raised_only_by_entry_points() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
+    let mut dirs = vec![root.clone()];
+    let mut wrong = Vec::new();
+    let mut seen = 0;
+    while let Some(dir) = dirs.pop() {
+        for entry in std::fs::read_dir(&dir).expect("src").flatten() {
+            let path = entry.path();
+            if path.is_dir() {
+                if !path.ends_with("pg_tests") {
+                    dirs.push(path);
+                }
+                continue;
+            }
+            let text = std::fs::read_to_string(&path).expect("read");
+            // Test modules at the end of a file may raise as they like.
+            let code = text
+                .split("#[cfg(any(test, feature = \"pg_test\"))]\n#[pgrx::pg_schema]")
+                .next()
+                .unwrap_or_default();
+            let code = code
+                .split("#[cfg(test)]\nmod tests")
+                .next()
+                .unwrap_or_default();
+            let lines: Vec<&str> = code.lines().collect();
+            let name = path.strip_prefix(&root).expect("src").display().to_string();
+            for (i, line) in lines.iter().enumerate() {
+                let line = line.split("//").next().unwrap_or_default();
+                if line.contains("raise(")
+                    && !line.contains("or_raise")
+                    && !line.contains("fn raise")
+                    && name != "errors.rs"
+                {
+                    wrong.push(format!("{name}:{}: calls errors::raise", i + 1));
+                }
+                if !line.contains("or_raise(") || line.contains("fn or_raise") {
+                    continue;
+                }
+                seen += 1;
+                if name == "args.rs" {
+                    continue; // c_function!'s outermost frame
+                }
+                // The function this line is in, and the attributes above it.
+                let Some(start) = (0..=i).rev().find(|&j| {
+                    let l = lines[j].trim_start();
+                    l.starts_with("fn ")
+                        || l.starts_with("pub fn ")
+                        || l.starts_with("pub extern ")
+                        || l.starts_with("pub(crate) fn ")
+                }) else {
+                    wrong.push(format!("{name}:{}: or_raise outside a function", i + 1));
+                    continue;
+                };
+                let attributes = lines[start.saturating_sub(4)..start].join("\n");
+                let entry = lines[start].contains("extern \"C-unwind\"")
+                    || attributes.contains("#[pg_extern");
+                if !entry {
+                    wrong.push(format!(
+                        "{name}:{}: or_raise in {}",
+                        i + 1,
+                        lines[start].trim()
+                    ));
+                }
+            }
+        }
+    }
+    assert!(seen >= 10, "or_raise call sites found: {seen}");
+    assert!(
+        wrong.is_empty(),
+        "errors raised below the outermost frame:\n{}",
+        wrong.join("\n")
+    );
+}
