@@ -13,6 +13,7 @@ mod call_site;
 mod canonical;
 mod citus;
 mod claim;
+mod finish;
 mod grants;
 mod guards;
 mod helpers;
