@@ -19,7 +19,7 @@
 # Environment: CARGO_TARGET_DIR (default ./target), IDEM_MUT_PGDATA (default
 #   /var/tmp/idem-mut-pgdata), IDEM_MUT_TIMEOUT (seconds per mutation's tests, default 300).
 #
-# How (so that a mutation costs one incremental build: 7-31 s per mutation here):
+# How (so that a mutation costs one incremental build: 5-31 s per mutation here):
 #   1. the test binaries (the library's #[pg_test] harness and tests/*.rs) are built once; the
 #      extension is installed once with `cargo pgrx install --test` (library + SQL);
 #   2. a baseline: every test any mutation names must pass on the unmutated code;

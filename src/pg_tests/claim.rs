@@ -366,6 +366,8 @@ mod tests {
         assert_eq!(caught, Some(500));
     }
 
+    /// Mutation `write-privilege-direct`: the direct write checks the privilege it uses (INSERT
+    /// for a claim, UPDATE for a complete), not only the SELECT of the read before it.
     #[pg_test]
     fn claim_needs_table_privileges() {
         run("CREATE ROLE idem_no_grants");
@@ -379,7 +381,32 @@ mod tests {
             sqlstate("SELECT idem_complete('privileges', 'k', '{}')"),
             "42501"
         );
+        // May read, not insert: a new key is not claimed.
         run("RESET ROLE");
+        run("GRANT SELECT ON idempotency.requests TO idem_no_grants");
+        run("SET LOCAL ROLE idem_no_grants");
+        assert_eq!(
+            sqlstate("SELECT * FROM idem_claim('privileges', 'read_only', 'h')"),
+            "42501"
+        );
+        // May read and insert, not update: the claim is made, its complete is refused.
+        run("RESET ROLE");
+        run("GRANT INSERT ON idempotency.requests TO idem_no_grants");
+        run("SET LOCAL ROLE idem_no_grants");
+        assert_eq!(claim("privileges", "no_update", "h").0, "new_claim");
+        assert_eq!(
+            sqlstate("SELECT idem_complete('privileges', 'no_update', '{}')"),
+            "42501"
+        );
+        run("RESET ROLE");
+        assert_eq!(
+            one::<String>(
+                "SELECT string_agg(key || ':' || status, ' ' ORDER BY key) \
+                 FROM idempotency.requests WHERE scope = 'privileges'"
+            )
+            .as_deref(),
+            Some("no_update:processing")
+        );
         run("GRANT SELECT, INSERT, UPDATE, DELETE ON idempotency.requests TO idem_no_grants");
         run("SET LOCAL ROLE idem_no_grants");
         assert_eq!(claim("privileges", "k", "h").0, "new_claim");

@@ -262,14 +262,14 @@ mod tests {
         );
     }
 
-    /// Mutations `finish-expiry-greatest`, `finish-expiry-kept`: finishing directly sets
-    /// `expires_at = GREATEST(expires_at, now() + retention)`.
+    /// Mutations `finish-expiry-greatest`, `finish-expiry-kept`: finishing sets
+    /// `expires_at = GREATEST(expires_at, now() + retention)` (`Transition::apply`), here directly.
     #[pg_test]
     fn finishing_extends_expiry_but_never_shortens_it() {
         finish_with_expiries("guard_expiry_direct");
     }
 
-    /// Mutations `complete-sql-greatest`, `fail-sql-greatest`, `trigger-fallback`: the same through
+    /// Mutations `finish-expiry-greatest`, `sql-update-expiry`, `trigger-fallback`: the same through
     /// SQL (a user trigger on the table).
     // Tests that add a trigger do it first: its lock (SHARE ROW EXCLUSIVE) waits for every
     // concurrent test's claims, so it must not wait while holding a claim's lock itself.

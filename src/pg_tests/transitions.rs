@@ -115,6 +115,8 @@ mod tests {
         )
     }
 
+    /// Mutations `sql-update-expiry`, `sql-update-recovery-point`, `fail-sql-retryable`: the SQL
+    /// statements write every value `Transition::apply` computed, as the direct path does.
     #[pg_test]
     fn every_transition_writes_the_same_row_both_ways() {
         // A fixed clock, a little after the transaction's start (as a real call's is).
