@@ -86,7 +86,10 @@ impl Transition<'_> {
             (Transition::NewClaim(args) | Transition::Reset(args), _) => fresh(args, clock),
             (Transition::TakeOver(args), Some(s)) => Ok(Record {
                 status: Status::Processing,
-                attempt: s.attempt.saturating_add(1),
+                // As SQL's `attempt + 1` would: past int4, an error, never a repeated number.
+                attempt: s.attempt.checked_add(1).ok_or_else(|| {
+                    IdemError::new(errors::NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+                })?,
                 claimed_by: args.claimed_by.map(text_datum),
                 claimed_at: clock.txn,
                 locked_until: Some(add_interval(clock.call, args.lease)?),

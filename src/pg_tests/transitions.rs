@@ -8,7 +8,7 @@ mod tests {
     use crate::change::{Path, Target, change_attempt_at};
     use crate::datum::text_datum;
     use crate::direct::{Lookup, Writer};
-    use crate::pg_tests::helpers::{one, run};
+    use crate::pg_tests::helpers::{one, run, sqlstate};
     use crate::record::{COLUMNS, Record, Status};
     use crate::spi::LazyConn;
     use crate::transition::{ClaimArgs, Clock, Transition};
@@ -275,5 +275,17 @@ mod tests {
             .map(|s| s.label().to_str().unwrap())
             .collect();
         assert_eq!(labels, ours.join(","));
+    }
+
+    #[pg_test]
+    fn a_takeover_past_the_last_attempt_number_is_22003_and_writes_nothing() {
+        seed_pair("eq-max", "failed_retryable", false);
+        run("UPDATE idempotency.requests SET attempt = 2147483647 WHERE scope = 'eq-max'");
+        assert_eq!(sqlstate("SELECT idem_claim('eq-max', 'd', 'h')"), "22003");
+        let kept = one::<String>(
+            "SELECT status || ' ' || attempt FROM idempotency.requests
+             WHERE scope = 'eq-max' AND key = 'd'",
+        );
+        assert_eq!(kept.as_deref(), Some("failed_retryable 2147483647"));
     }
 }
