@@ -64,7 +64,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     privileges pg_catalog.text[] := @extschema@.idem_grant_statements(profile);
-    grant_ pg_catalog.text;
+    revoke_ record;
 BEGIN
     IF privileges IS NULL THEN
         RAISE EXCEPTION 'unknown idem_grant profile "%"', profile
@@ -76,8 +76,55 @@ BEGIN
         RAISE EXCEPTION 'permission denied to grant idempotency privileges'
             USING ERRCODE = '42501', HINT = 'Run it as the owner of schema idempotency.';
     END IF;
-    FOREACH grant_ IN ARRAY privileges LOOP
-        EXECUTE pg_catalog.format('REVOKE %s FROM %s', grant_, role);
+    -- Each profile as (kind, object, privilege) atoms; a profile is still held when every atom
+    -- of it is granted to the role itself. Only atoms no held profile needs are revoked.
+    FOR revoke_ IN
+        WITH statements AS (
+            SELECT p.name AS profile,
+                   pg_catalog.regexp_match(s.statement, '^(.*) ON (SCHEMA |FUNCTION )?(.*)$') AS m
+            FROM pg_catalog.unnest(ARRAY['app', 'publisher', 'upkeep', 'monitor']::pg_catalog.text[]) AS p(name),
+                 pg_catalog.unnest(@extschema@.idem_grant_statements(p.name)) AS s(statement)
+        ), atoms AS (
+            SELECT st.profile, COALESCE(pg_catalog.btrim(st.m[2]), 'TABLE') AS kind,
+                   o.object, v.privilege
+            FROM statements AS st,
+                 pg_catalog.regexp_split_to_table(st.m[1], ', ') AS v(privilege),
+                 pg_catalog.regexp_split_to_table(st.m[3], ', ') AS o(object)
+        ), held AS (
+            SELECT a.profile, a.kind, a.object, a.privilege, CASE
+                WHEN a.kind OPERATOR(pg_catalog.=) 'SCHEMA' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS e
+                    WHERE n.nspname OPERATOR(pg_catalog.=) a.object
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+                WHEN a.kind OPERATOR(pg_catalog.=) 'FUNCTION' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_proc AS f, pg_catalog.aclexplode(f.proacl) AS e
+                    WHERE f.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regprocedure::pg_catalog.oid
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+                ELSE EXISTS (
+                    SELECT FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS e
+                    WHERE c.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regclass::pg_catalog.oid
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+            END AS granted
+            FROM atoms AS a
+        ), whole AS (
+            SELECT k.profile FROM held AS k GROUP BY k.profile HAVING pg_catalog.bool_and(k.granted)
+        ), kept AS (
+            SELECT h.kind, h.object, h.privilege FROM held AS h, whole AS w
+            WHERE h.profile OPERATOR(pg_catalog.=) w.profile
+              AND h.profile OPERATOR(pg_catalog.<>) idem_revoke.profile
+        )
+        SELECT DISTINCT h.kind, h.object, h.privilege FROM held AS h
+        WHERE h.profile OPERATOR(pg_catalog.=) idem_revoke.profile
+          AND NOT EXISTS (SELECT FROM kept AS k
+                          WHERE k.kind OPERATOR(pg_catalog.=) h.kind
+                            AND k.object OPERATOR(pg_catalog.=) h.object
+                            AND k.privilege OPERATOR(pg_catalog.=) h.privilege)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %s',
+                                  revoke_.privilege, revoke_.kind, revoke_.object, role);
     END LOOP;
 END
 $$;
