@@ -395,35 +395,3 @@ fn hash_mismatch_does_not_show_the_stored_hash() {
     assert!(detail.contains("guess-of-tenant-b"), "{detail}");
     assert!(!detail.contains("secret-hash-of-tenant-a"), "{detail}");
 }
-
-/// Privileges are checked before the table's lock is taken: a role without USAGE on schema
-/// `idempotency`, or without any privilege on the table, gets 42501 at once and does not queue
-/// behind a session holding ACCESS EXCLUSIVE on it (round 6, finding 5).
-#[test]
-fn no_rights_no_queueing_for_the_lock() {
-    let mut db = cluster().database("sec_lock_first");
-    db.batch_execute(
-        "DO $$ BEGIN CREATE ROLE nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         DO $$ BEGIN CREATE ROLE usage_only LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         GRANT USAGE ON SCHEMA idempotency TO usage_only;",
-    )
-    .expect("roles");
-    let mut holder = cluster().connect("sec_lock_first");
-    holder
-        .batch_execute("BEGIN; LOCK TABLE idempotency.requests IN ACCESS EXCLUSIVE MODE")
-        .expect("lock");
-    for role in ["nobody", "usage_only"] {
-        let mut c = cluster().connect_as("sec_lock_first", role);
-        c.batch_execute("SET lock_timeout = '5s'").expect("timeout");
-        for sql in [
-            "SELECT idem_claim('s', 'k', 'h')::text",
-            "SELECT idem_complete('s', 'k', '{}')::text",
-            "SELECT idem_fail('s', 'k', true)::text",
-            "SELECT idem_checkpoint('s', 'k', 'p')::text",
-            "SELECT idem_forget('s', 'k')::text",
-        ] {
-            assert_eq!(answer(&mut c, sql), "ERROR 42501", "{role}: {sql}");
-        }
-    }
-    holder.batch_execute("ROLLBACK").expect("rollback");
-}
