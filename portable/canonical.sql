@@ -104,6 +104,24 @@ BEGIN
 END
 $fn$;
 
+-- A text whose byte order (collation "C") is the UTF-16 code unit order of `name`: that is
+-- code point order, except that U+E000..U+FFFF sort above the surrogate pairs of U+10000 and
+-- up. So U+E000..U+FFFF get a U+10FFFF prefix, and U+10FFFF itself becomes U+10FFFF U+0001.
+-- (Inlined in idem_canonical(jsonb), where a call per member would cost more than the rest.)
+CREATE FUNCTION idempotency._idem_jcs_sort_key(name pg_catalog.text)
+RETURNS pg_catalog.text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+SELECT CASE WHEN pg_catalog.octet_length(name) OPERATOR(pg_catalog.=) pg_catalog.length(name) THEN name
+            ELSE pg_catalog.regexp_replace(
+                pg_catalog.replace(name, pg_catalog.chr(1114111), pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
+                '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(57344) OPERATOR(pg_catalog.||) '-'::pg_catalog.text
+                    OPERATOR(pg_catalog.||) pg_catalog.chr(65535) OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
+                pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text, 'g'::pg_catalog.text)
+       END
+$fn$;
+
 -- The canonical text of a jsonb value, in one statement: a recursive walk gives every value a
 -- path (bytea) that sorts in output order, and its token; the tokens, plus a closing token per
 -- container at path || ff, are concatenated in path order. A member's path step is its name's
@@ -122,9 +140,7 @@ WITH RECURSIVE node (path, prefix, value, kind) AS (
     FROM node n
     CROSS JOIN LATERAL (
         SELECT pg_catalog.convert_to(
-                   -- UTF-16 order is code point order (UTF-8 bytes) except that U+E000..U+FFFF
-                   -- sort above the surrogate pairs of U+10000 and up: prefix those with
-                   -- U+10FFFF, and U+10FFFF itself with U+10FFFF U+0001.
+                   -- idempotency._idem_jcs_sort_key(e.key), inlined
                    CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
                         ELSE pg_catalog.regexp_replace(
                             pg_catalog.replace(e.key, pg_catalog.chr(1114111),
@@ -378,4 +394,95 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 SELECT idempotency.idem_lock_key(''::pg_catalog.text, key)
+$fn$;
+
+-- The json forms: what the json value adds to its jsonb cast is checked first, in the native
+-- order: numbers beyond the doubles (document order, quoted as written), then duplicate
+-- member names (the first object in output order that has one, its least such name). A
+-- \u0000 escape (jsonb cannot hold U+0000) travels as \u0001 through jsonb and back.
+CREATE FUNCTION idempotency.idem_canonical(payload pg_catalog.json)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    t pg_catalog.text := payload::pg_catalog.text;
+    nul pg_catalog.bool := pg_catalog.strpos(t, E'\\u0000'::pg_catalog.text) OPERATOR(pg_catalog.>) 0;
+    duplicate pg_catalog.text;
+    cut pg_catalog.int4;
+    result pg_catalog.text;
+BEGIN
+    IF nul THEN
+        IF pg_catalog.strpos(t, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
+            RAISE EXCEPTION 'the portable idem_canonical(json) cannot take both \u0000 and \u0001 escapes'
+                USING ERRCODE = '0A000', HINT = 'Use the native extension, or jsonb (which has no U+0000).';
+        END IF;
+        -- escaped backslashes (\\) aside, so that only real \u0000 escapes change
+        t := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
+                 E'\\u0000'::pg_catalog.text, E'\\u0001'::pg_catalog.text), pg_catalog.chr(2), E'\\\\'::pg_catalog.text);
+    END IF;
+    WITH RECURSIVE node (dpath, cpath, value, kind) AS (
+        SELECT ''::pg_catalog.bytea, ''::pg_catalog.bytea, t::pg_catalog.json, pg_catalog.json_typeof(t::pg_catalog.json)
+      UNION ALL
+        SELECT n.dpath OPERATOR(pg_catalog.||) pg_catalog.int4send(c.ord::pg_catalog.int4),
+               n.cpath OPERATOR(pg_catalog.||) c.step, c.value, pg_catalog.json_typeof(c.value)
+        FROM node n
+        CROSS JOIN LATERAL (
+            SELECT e.ord, pg_catalog.convert_to(idempotency._idem_jcs_sort_key(e.key), 'UTF8'::pg_catalog.name)
+                       OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text), e.value
+            FROM pg_catalog.json_each(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN n.value END)
+                 WITH ORDINALITY e (key, value, ord)
+          UNION ALL
+            SELECT a.ord, pg_catalog.int4send(a.ord::pg_catalog.int4), a.value
+            FROM pg_catalog.json_array_elements(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN n.value END)
+                 WITH ORDINALITY a (value, ord)
+        ) c (ord, step, value)
+        WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
+    ),
+    huge AS (  -- raises at the first number beyond the doubles
+        SELECT idempotency._idem_jcs_number(h.raw::pg_catalog.numeric, h.raw) AS checked
+        FROM (SELECT n.value::pg_catalog.text AS raw FROM node n
+              WHERE n.kind OPERATOR(pg_catalog.=) 'number'::pg_catalog.text
+                AND pg_catalog.abs(n.value::pg_catalog.text::pg_catalog.numeric) OPERATOR(pg_catalog.>) 1e300::pg_catalog.numeric
+              ORDER BY n.dpath) h
+    )
+    SELECT d.key INTO duplicate
+    FROM (SELECT pg_catalog.count(huge.checked) AS checked FROM huge) c,
+         LATERAL (SELECT n.cpath, e.key
+                  FROM node n, pg_catalog.json_each(n.value) e
+                  WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  GROUP BY n.cpath, e.key
+                  HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1::pg_catalog.int8) d
+    ORDER BY d.cpath, pg_catalog.convert_to(idempotency._idem_jcs_sort_key(d.key), 'UTF8'::pg_catalog.name)
+    LIMIT 1;
+    IF duplicate IS NOT NULL THEN
+        IF nul THEN
+            duplicate := pg_catalog.replace(duplicate, pg_catalog.chr(1), pg_catalog.chr(0));
+        END IF;
+        IF pg_catalog.octet_length(duplicate) OPERATOR(pg_catalog.>) 64 THEN
+            cut := 64;  -- at most 64 bytes, on a character boundary
+            WHILE pg_catalog.octet_length(pg_catalog.left(duplicate, cut)) OPERATOR(pg_catalog.>) 64 LOOP
+                cut := cut OPERATOR(pg_catalog.-) 1;
+            END LOOP;
+            duplicate := pg_catalog.left(duplicate, cut) OPERATOR(pg_catalog.||) '...'::pg_catalog.text;
+        END IF;
+        RAISE EXCEPTION 'duplicate JSON object key "%"', duplicate USING ERRCODE = '22030',
+            HINT = 'RFC 8785 canonical JSON requires unique member names; cast to jsonb to keep the last one.';
+    END IF;
+    result := idempotency.idem_canonical(t::pg_catalog.jsonb);
+    IF nul THEN
+        result := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(result, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
+                      E'\\u0001'::pg_catalog.text, E'\\u0000'::pg_catalog.text), pg_catalog.chr(2), E'\\\\'::pg_catalog.text);
+    END IF;
+    RETURN result;
+END
+$fn$;
+
+CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.json)
+RETURNS pg_catalog.text
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
+                         'hex'::pg_catalog.text)
 $fn$;
