@@ -408,6 +408,7 @@ AS $fn$
 DECLARE
     t pg_catalog.text := payload::pg_catalog.text;
     nul pg_catalog.bool := pg_catalog.strpos(t, E'\\u0000'::pg_catalog.text) OPERATOR(pg_catalog.>) 0;
+    checked pg_catalog.int8;
     duplicate pg_catalog.text;
     cut pg_catalog.int4;
     result pg_catalog.text;
@@ -446,15 +447,16 @@ BEGIN
                 AND pg_catalog.abs(n.value::pg_catalog.text::pg_catalog.numeric) OPERATOR(pg_catalog.>) 1e300::pg_catalog.numeric
               ORDER BY n.dpath) h
     )
-    SELECT d.key INTO duplicate
-    FROM (SELECT pg_catalog.count(huge.checked) AS checked FROM huge) c,
-         LATERAL (SELECT n.cpath, e.key
+    SELECT (SELECT pg_catalog.count(huge.checked) FROM huge),
+           (SELECT d.key
+            FROM (SELECT n.cpath, e.key
                   FROM node n, pg_catalog.json_each(n.value) e
                   WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
                   GROUP BY n.cpath, e.key
                   HAVING pg_catalog.count(*) OPERATOR(pg_catalog.>) 1::pg_catalog.int8) d
-    ORDER BY d.cpath, pg_catalog.convert_to(idempotency._idem_jcs_sort_key(d.key), 'UTF8'::pg_catalog.name)
-    LIMIT 1;
+            ORDER BY d.cpath, pg_catalog.convert_to(idempotency._idem_jcs_sort_key(d.key), 'UTF8'::pg_catalog.name)
+            LIMIT 1)
+    INTO checked, duplicate;
     IF duplicate IS NOT NULL THEN
         IF nul THEN
             duplicate := pg_catalog.replace(duplicate, pg_catalog.chr(1), pg_catalog.chr(0));
