@@ -29,6 +29,7 @@ DECLARE
     groups pg_catalog.text;
     zeros pg_catalog.int4;
     weight pg_catalog.int4;
+    bound pg_catalog.int4;
 BEGIN
     -- strtod returns 0 or HUGE_VAL with ERANGE and float8in refuses both: below 1e-300 a
     -- refusal means "rounds to zero" (as in ECMAScript), above 1e300 "beyond the doubles".
@@ -81,6 +82,25 @@ BEGIN
     k := pg_catalog.length(digits);
     IF k OPERATOR(pg_catalog.=) 0 THEN
         RETURN '0'::pg_catalog.text;  -- also -0
+    END IF;
+    -- Postgres' Ryu leaves out the bounds of the rounding interval (decimals exactly halfway
+    -- between two doubles), ECMAScript takes them (they read back by round-half-even): one of
+    -- them is shorter only if it is D cut to k-1 digits, or that plus one unit.
+    IF k OPERATOR(pg_catalog.>) 1 THEN
+        FOR bound IN 0..1 LOOP
+            mantissa := (pg_catalog.left(digits, k OPERATOR(pg_catalog.-) 1)::pg_catalog.numeric OPERATOR(pg_catalog.+) bound::pg_catalog.numeric)::pg_catalog.text;
+            e := point OPERATOR(pg_catalog.-) (k OPERATOR(pg_catalog.-) 1);
+            whole := mantissa OPERATOR(pg_catalog.||) 'e'::pg_catalog.text OPERATOR(pg_catalog.||) e::pg_catalog.text;
+            -- (only casts that cannot overflow or underflow)
+            IF whole::pg_catalog.numeric OPERATOR(pg_catalog.<=) 1.7976931348623157e308::pg_catalog.numeric
+               AND whole::pg_catalog.numeric OPERATOR(pg_catalog.>=) 1e-323::pg_catalog.numeric
+               AND whole::pg_catalog.float8 OPERATOR(pg_catalog.=) pg_catalog.abs(shortest::pg_catalog.float8) THEN
+                point := e OPERATOR(pg_catalog.+) pg_catalog.length(mantissa);
+                digits := pg_catalog.rtrim(mantissa, '0'::pg_catalog.text);
+                k := pg_catalog.length(digits);
+                EXIT;
+            END IF;
+        END LOOP;
     END IF;
     IF k OPERATOR(pg_catalog.<=) point AND point OPERATOR(pg_catalog.<=) 21 THEN
         digits := digits OPERATOR(pg_catalog.||) pg_catalog.repeat('0'::pg_catalog.text, point OPERATOR(pg_catalog.-) k);
@@ -407,20 +427,21 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     t pg_catalog.text := payload::pg_catalog.text;
-    nul pg_catalog.bool := pg_catalog.strpos(t, E'\\u0000'::pg_catalog.text) OPERATOR(pg_catalog.>) 0;
+    -- escaped backslashes (\\) aside, so that only real escapes are seen and changed
+    bare pg_catalog.text := pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2));
+    nul pg_catalog.bool := pg_catalog.strpos(bare, E'\\u0000'::pg_catalog.text) OPERATOR(pg_catalog.>) 0;
     checked pg_catalog.int8;
     duplicate pg_catalog.text;
     cut pg_catalog.int4;
     result pg_catalog.text;
 BEGIN
     IF nul THEN
-        IF pg_catalog.strpos(t, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
+        IF pg_catalog.strpos(bare, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
             RAISE EXCEPTION 'the portable idem_canonical(json) cannot take both \u0000 and \u0001 escapes'
                 USING ERRCODE = '0A000', HINT = 'Use the native extension, or jsonb (which has no U+0000).';
         END IF;
-        -- escaped backslashes (\\) aside, so that only real \u0000 escapes change
-        t := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
-                 E'\\u0000'::pg_catalog.text, E'\\u0001'::pg_catalog.text), pg_catalog.chr(2), E'\\\\'::pg_catalog.text);
+        t := pg_catalog.replace(pg_catalog.replace(bare, E'\\u0000'::pg_catalog.text, E'\\u0001'::pg_catalog.text),
+                 pg_catalog.chr(2), E'\\\\'::pg_catalog.text);
     END IF;
     WITH RECURSIVE node (dpath, cpath, value, kind) AS (
         SELECT ''::pg_catalog.bytea, ''::pg_catalog.bytea, t::pg_catalog.json, pg_catalog.json_typeof(t::pg_catalog.json)
