@@ -5,7 +5,9 @@
 --
 -- Every function runs with search_path = pg_catalog, pg_temp and names every operator,
 -- function, type and collation with its schema, so that look-alikes a caller plants on the
--- search_path are never run. The helpers named _idem_jcs_* are not API.
+-- search_path are never run. The helpers named _idem_jcs_* are not API. All are PL/pgSQL, even
+-- one-liners: PL/pgSQL keeps its plans for the session, while before Postgres 18 a SQL function
+-- that has a SET clause is planned again by every statement that calls it (~1 ms here).
 
 -- A number that is not a short decimal: the nearest double (the numeric -> float8 cast is
 -- strtod, correctly rounded) in the shortest digits that read back (float8out with
@@ -130,16 +132,18 @@ $fn$;
 -- (Inlined in idem_canonical(jsonb), where a call per member would cost more than the rest.)
 CREATE FUNCTION idempotency._idem_jcs_sort_key(name pg_catalog.text)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT CASE WHEN pg_catalog.octet_length(name) OPERATOR(pg_catalog.=) pg_catalog.length(name) THEN name
+BEGIN
+    RETURN CASE WHEN pg_catalog.octet_length(name) OPERATOR(pg_catalog.=) pg_catalog.length(name) THEN name
             ELSE pg_catalog.regexp_replace(
                 pg_catalog.replace(name, pg_catalog.chr(1114111), pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
                 '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(57344) OPERATOR(pg_catalog.||) '-'::pg_catalog.text
                     OPERATOR(pg_catalog.||) pg_catalog.chr(65535) OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
                 pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text, 'g'::pg_catalog.text)
-       END
+       END;
+END
 $fn$;
 
 -- The canonical text of a jsonb value, in one statement: a recursive walk gives every value a
@@ -150,9 +154,11 @@ $fn$;
 -- ends with U+0001, a character canonical text never holds raw; the pair is then deleted.
 CREATE FUNCTION idempotency.idem_canonical(payload pg_catalog.jsonb)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+BEGIN
+RETURN (
 WITH RECURSIVE node (path, prefix, value, kind) AS (
     SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload)
   UNION ALL
@@ -209,16 +215,19 @@ FROM (
            CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
     FROM node n
     WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
-) t (path, token)
+) t (path, token));
+END
 $fn$;
 
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
-                         'hex'::pg_catalog.text)
+BEGIN
+    RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
+                         'hex'::pg_catalog.text);
+END
 $fn$;
 -- idem_hash(payload, fields): the hash of the object made of only the listed top-level members.
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb, fields pg_catalog.text[])
@@ -410,10 +419,12 @@ $fn$;
 
 CREATE FUNCTION idempotency.idem_lock_key(key pg_catalog.text)
 RETURNS pg_catalog.int8
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT idempotency.idem_lock_key(''::pg_catalog.text, key)
+BEGIN
+    RETURN idempotency.idem_lock_key(''::pg_catalog.text, key);
+END
 $fn$;
 
 -- The json forms: what the json value adds to its jsonb cast is checked first, in the native
@@ -503,9 +514,11 @@ $fn$;
 
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.json)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
-                         'hex'::pg_catalog.text)
+BEGIN
+    RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
+                         'hex'::pg_catalog.text);
+END
 $fn$;
