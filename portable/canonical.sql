@@ -129,6 +129,8 @@ $fn$;
 -- A text whose byte order (collation "C") is the UTF-16 code unit order of `name`: that is
 -- code point order, except that U+E000..U+FFFF sort above the surrogate pairs of U+10000 and
 -- up. So U+E000..U+FFFF get a U+10FFFF prefix, and U+10FFFF itself becomes U+10FFFF U+0001.
+-- Those characters are made by convert_from (stable: not folded when the query is planned,
+-- so a single-byte database, whose names take the first branch, never builds them).
 -- (Inlined in idem_canonical(jsonb), where a call per member would cost more than the rest.)
 CREATE FUNCTION idempotency._idem_jcs_sort_key(name pg_catalog.text)
 RETURNS pg_catalog.text
@@ -138,10 +140,10 @@ AS $fn$
 BEGIN
     RETURN CASE WHEN pg_catalog.octet_length(name) OPERATOR(pg_catalog.=) pg_catalog.length(name) THEN name
             ELSE pg_catalog.regexp_replace(
-                pg_catalog.replace(name, pg_catalog.chr(1114111), pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
-                '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(57344) OPERATOR(pg_catalog.||) '-'::pg_catalog.text
-                    OPERATOR(pg_catalog.||) pg_catalog.chr(65535) OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
-                pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text, 'g'::pg_catalog.text)
+                pg_catalog.replace(name, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name), pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
+                '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) '-'::pg_catalog.text
+                    OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
+                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text, 'g'::pg_catalog.text)
        END;
 END
 $fn$;
@@ -169,12 +171,12 @@ WITH RECURSIVE node (path, prefix, value, kind) AS (
                    -- idempotency._idem_jcs_sort_key(e.key), inlined
                    CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
                         ELSE pg_catalog.regexp_replace(
-                            pg_catalog.replace(e.key, pg_catalog.chr(1114111),
-                                pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
-                            '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(57344)
-                                OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(65535)
+                            pg_catalog.replace(e.key, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name),
+                                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
+                            '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
+                                OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
                                 OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
-                            pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
+                            pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
                             'g'::pg_catalog.text)
                    END, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text) AS step,
                ','::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text
@@ -490,8 +492,9 @@ BEGIN
             LIMIT 1)
     INTO checked, duplicate;
     IF duplicate IS NOT NULL THEN
-        IF nul THEN
-            duplicate := pg_catalog.replace(duplicate, pg_catalog.chr(1), pg_catalog.chr(0));
+        IF nul AND pg_catalog.strpos(duplicate, pg_catalog.chr(1)) OPERATOR(pg_catalog.>) 0 THEN
+            -- the name holds U+0000, which no message can: it ends there
+            duplicate := pg_catalog.left(duplicate, pg_catalog.strpos(duplicate, pg_catalog.chr(1)) OPERATOR(pg_catalog.-) 1);
         END IF;
         IF pg_catalog.octet_length(duplicate) OPERATOR(pg_catalog.>) 64 THEN
             cut := 64;  -- at most 64 bytes, on a character boundary

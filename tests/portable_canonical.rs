@@ -423,3 +423,29 @@ fn json_with_nul_and_soh_is_refused() {
         .expect_err("portable refuses");
     assert_eq!(common::sqlstate(&err), "0A000", "{err}");
 }
+
+/// A single-byte database (LATIN1) gives the UTF8 database's results: names and strings are
+/// converted to UTF-8 for sorting, hashing and the lock key, as the native functions do.
+#[test]
+fn latin1_database_matches() {
+    let c = cluster();
+    c.drop_database("pc_latin1");
+    c.connect("postgres")
+        .batch_execute("CREATE DATABASE pc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
+        .expect("latin1 database");
+    let mut latin1 = c.connect("pc_latin1");
+    latin1.batch_execute("CREATE SCHEMA idempotency").expect("schema");
+    latin1.batch_execute(SCRIPT).expect("script");
+    let doc = r#"{"é": [1.50, "ÿ\u0001"], "a": {"ß": true, "Z": null}, "b": "àé", "\u00ff": 1e-7}"#;
+    let sql = "SELECT idem_canonical($1::text::jsonb), idem_hash($1::text::jsonb), \
+               idem_hash($1::text::json), idem_lock_key('tenant:é', $1::text)::text";
+    let mut guard = pair().lock().unwrap_or_else(|e| e.into_inner());
+    let row = |db: &mut Client, schema: &str| -> Vec<String> {
+        let r = db
+            .query_one(&sql.replace("idem_", &format!("{schema}.idem_")), &[&doc])
+            .unwrap_or_else(|e| panic!("{schema}: {e:?}"));
+        (0..4).map(|i| r.get::<_, String>(i)).collect()
+    };
+    let native = row(&mut guard.native, "public");
+    assert_eq!(row(&mut latin1, "idempotency"), native);
+}
