@@ -45,8 +45,12 @@ fn pair() -> &'static std::sync::Mutex<Pair> {
         portable
             .batch_execute("CREATE SCHEMA idempotency")
             .expect("schema");
-        portable.batch_execute(SCRIPT).expect("portable/canonical.sql");
-        portable.batch_execute(TRY_CALL).expect("try_call (portable)");
+        portable
+            .batch_execute(SCRIPT)
+            .expect("portable/canonical.sql");
+        portable
+            .batch_execute(TRY_CALL)
+            .expect("try_call (portable)");
         std::sync::Mutex::new(Pair { native, portable })
     })
 }
@@ -70,7 +74,10 @@ fn compare(call: &str, args: &[String]) -> usize {
         let native = run(&mut p.native, "public");
         let portable = run(&mut p.portable, "idempotency");
         for ((arg, n), q) in chunk.iter().zip(&native).zip(&portable) {
-            assert_eq!(n, q, "{call} on {arg:?}: native (left) and portable (right) differ");
+            assert_eq!(
+                n, q,
+                "{call} on {arg:?}: native (left) and portable (right) differ"
+            );
         }
     }
     args.len()
@@ -89,25 +96,42 @@ fn read_dir_sorted(dir: &str) -> Vec<std::path::PathBuf> {
 fn rfc8785_vectors() {
     let root = env!("CARGO_MANIFEST_DIR");
     let mut count = 0;
-    for dir in [format!("{root}/tests/vectors/jcs"), format!("{root}/../shared/jcs-vectors")] {
+    for dir in [
+        format!("{root}/tests/vectors/jcs"),
+        format!("{root}/../shared/jcs-vectors"),
+    ] {
         if !std::path::Path::new(&dir).exists() {
             assert!(dir.contains("shared"), "{dir} is missing");
             continue;
         }
         for input in read_dir_sorted(&format!("{dir}/input")) {
             let text = std::fs::read_to_string(&input).expect("input");
-            let name = input.file_name().expect("name").to_string_lossy().to_string();
+            let name = input
+                .file_name()
+                .expect("name")
+                .to_string_lossy()
+                .to_string();
             let expected = std::fs::read_to_string(format!("{dir}/output/{name}")).expect("output");
             let args = vec![text];
-            for call in ["{s}.idem_canonical($1::jsonb)", "{s}.idem_canonical($1::json)"] {
+            for call in [
+                "{s}.idem_canonical($1::jsonb)",
+                "{s}.idem_canonical($1::json)",
+            ] {
                 compare(call, &args);
                 let mut guard = pair().lock().unwrap_or_else(|e| e.into_inner());
                 let got: Option<String> = guard
                     .portable
-                    .query_one("SELECT public.try_call($1, $2)", &[&call.replace("{s}", "idempotency"), &args[0]])
+                    .query_one(
+                        "SELECT public.try_call($1, $2)",
+                        &[&call.replace("{s}", "idempotency"), &args[0]],
+                    )
                     .expect("portable")
                     .get(0);
-                assert_eq!(got.as_deref(), Some(expected.trim_end_matches('\n')), "{name} {call}");
+                assert_eq!(
+                    got.as_deref(),
+                    Some(expected.trim_end_matches('\n')),
+                    "{name} {call}"
+                );
             }
             compare("{s}.idem_hash($1::jsonb)", &args);
             compare("{s}.idem_hash($1::json)", &args);
@@ -167,7 +191,13 @@ fn edge_cases() {
     .map(|s| s.to_string())
     .collect();
     // Wide, and deep: arrays and objects nested 1,000 levels.
-    cases.push(format!("{{{}}}", (0..3000).map(|i| format!("\"k{i}\": {i}")).collect::<Vec<_>>().join(",")));
+    cases.push(format!(
+        "{{{}}}",
+        (0..3000)
+            .map(|i| format!("\"k{i}\": {i}"))
+            .collect::<Vec<_>>()
+            .join(",")
+    ));
     cases.push(format!("{}1{}", "[".repeat(1000), "]".repeat(1000)));
     cases.push(format!("{}1{}", "{\"a\":".repeat(1000), "}".repeat(1000)));
     cases.push(format!("\"{}\"", "x\\\"\\u0001".repeat(10000)));
@@ -176,11 +206,10 @@ fn edge_cases() {
     compare("{s}.idem_hash($1::jsonb)", &cases);
     compare("{s}.idem_hash($1::json)", &cases);
     // The fields form: filtering, absent and repeated names, and its own errors.
-    let docs: Vec<String> = [r#"{"a": 1, "b": [2], "c": {"d": 3}, "é": 4}"#, "[1]", "1", "{}", "\"s\""]
-        .iter()
-        .map(|s| s.to_string())
-        .collect();
-    for fields in ["ARRAY['a','c']", "ARRAY['a','a','zz','é']", "ARRAY[]::text[]", "ARRAY['a', NULL]"] {
+    let docs = r#"{"a": 1, "b": [2], "c": {"d": 3}, "é": 4}|[1]|1|{}|"s""#;
+    let docs: Vec<String> = docs.split('|').map(String::from).collect();
+    let fields = "ARRAY['a','c']|ARRAY['a','a','zz','é']|ARRAY[]::text[]|ARRAY['a', NULL]";
+    for fields in fields.split('|') {
         compare(&format!("{{s}}.idem_hash($1::jsonb, {fields})"), &docs);
     }
     eprintln!("edge_cases: {n} documents");
@@ -189,7 +218,11 @@ fn edge_cases() {
 /// A JSON text: random structure, names and strings from pools that hit the UTF-16 order's
 /// corners, escapes in several spellings, numbers across the double range.
 fn random_doc(rng: &mut StdRng, depth: u32, out: &mut String) {
-    let kind = if depth >= 4 { rng.random_range(0..4) } else { rng.random_range(0..7) };
+    let kind = if depth >= 4 {
+        rng.random_range(0..4)
+    } else {
+        rng.random_range(0..7)
+    };
     match kind {
         0 => out.push_str(["null", "true", "false"][rng.random_range(0..3)]),
         1 | 2 => random_number(rng, out),
@@ -232,10 +265,18 @@ fn random_number(rng: &mut StdRng, out: &mut String) {
     }
     match rng.random_range(0..4) {
         0 => out.push_str(&rng.random_range(0..100_000u64).to_string()),
-        1 => out.push_str(&format!("{}", rng.random::<f64>() * 10f64.powi(rng.random_range(-8..22)))),
-        2 => out.push_str(&format!("{:e}", f64::from_bits(rng.random_range(0..0x7FEF_FFFF_FFFF_FFFFu64)))),
+        1 => out.push_str(&format!(
+            "{}",
+            rng.random::<f64>() * 10f64.powi(rng.random_range(-8..22))
+        )),
+        2 => out.push_str(&format!(
+            "{:e}",
+            f64::from_bits(rng.random_range(0..0x7FEF_FFFF_FFFF_FFFFu64))
+        )),
         _ => {
-            let digits: String = (0..rng.random_range(1..30)).map(|_| char::from(b'0' + rng.random_range(0..10u8))).collect();
+            let digits: String = (0..rng.random_range(1..30))
+                .map(|_| char::from(b'0' + rng.random_range(0..10u8)))
+                .collect();
             let digits = digits.trim_start_matches('0');
             out.push_str(if digits.is_empty() { "0" } else { digits });
             if rng.random_bool(0.5) {
@@ -246,15 +287,20 @@ fn random_number(rng: &mut StdRng, out: &mut String) {
     }
 }
 
-const CHARS: &[char] = &[
-    'a', 'b', 'Z', '0', ' ', '"', '\\', '/', '\u{1}', '\n', '\u{1f}', '\u{7f}', 'é', 'ß', '€',
-    '\u{2028}', '\u{d7ff}', '\u{e000}', '\u{fffd}', '\u{ffff}', '\u{10000}', '😂', '\u{10ffff}',
-];
+/// Characters that hit the corners: escapes, controls, U+007F, U+2028, the last before the
+/// surrogates, U+E000..U+FFFF, and characters above U+FFFF up to U+10FFFF.
+const CHARS: &str =
+    "abZ0 \"\\/\u{1}\n\u{1f}\u{7f}éß€\u{2028}\u{d7ff}\u{e000}\u{fffd}\u{ffff}\u{10000}😂\u{10ffff}";
+
+fn any_char(rng: &mut StdRng) -> char {
+    let n = CHARS.chars().count();
+    CHARS.chars().nth(rng.random_range(0..n)).expect("char")
+}
 
 fn random_string(rng: &mut StdRng, out: &mut String) {
     out.push('"');
     for _ in 0..rng.random_range(0..6) {
-        let c = CHARS[rng.random_range(0..CHARS.len())];
+        let c = any_char(rng);
         let escape = rng.random_bool(0.3);
         match c {
             '"' => out.push_str("\\\""),
@@ -303,8 +349,10 @@ fn lock_keys() {
     // Every XXH3 length class (4..8, 9..16, 17..128, 129..240, and past 240 with several
     // 1 KiB blocks), in ASCII and multi-byte text.
     for len in (0..300).chain([1000, 1020, 1021, 1024, 1025, 2048, 2049, 5000]) {
-        let scope: String = (0..rng.random_range(0..4)).map(|_| CHARS[rng.random_range(0..CHARS.len())]).collect();
-        let key: String = (0..len).map(|_| CHARS[rng.random_range(0..CHARS.len())]).collect();
+        let scope: String = (0..rng.random_range(0..4))
+            .map(|_| any_char(&mut rng))
+            .collect();
+        let key: String = (0..len).map(|_| any_char(&mut rng)).collect();
         args.push(serde_json::json!([scope, key]).to_string());
     }
     compare("{s}.idem_lock_key($1::jsonb->>0, $1::jsonb->>1)", &args);
@@ -312,56 +360,55 @@ fn lock_keys() {
     eprintln!("lock_keys: {} (scope, key) pairs", args.len());
 }
 
+/// The body of every planted look-alike.
+const PLANTED: &str = "$$ BEGIN RAISE EXCEPTION 'planted look-alike ran'; END $$";
+
 #[test]
 fn planted_lookalikes_never_run() {
     let c = cluster();
     let mut db = c.empty_database("pc_hostile");
-    db.batch_execute("CREATE SCHEMA idempotency").expect("schema");
+    db.batch_execute("CREATE SCHEMA idempotency")
+        .expect("schema");
     db.batch_execute(SCRIPT).expect("script");
     // Look-alikes of everything the functions call, each of which fails loudly if run.
-    let mut plant = String::from(
-        "CREATE FUNCTION public.planted() RETURNS text LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'planted look-alike ran'; END $$;\n",
-    );
-    let functions = [
-        ("jsonb_typeof", "jsonb", "text"), ("json_typeof", "json", "text"), ("length", "text", "int4"),
-        ("octet_length", "text", "int4"), ("chr", "int4", "text"), ("to_json", "text", "json"),
-        ("ltrim", "text, text", "text"), ("rtrim", "text, text", "text"), ("strpos", "text, text", "int4"),
-        ("starts_with", "text, text", "bool"), ("replace", "text, text, text", "text"),
-        ("regexp_replace", "text, text, text, text", "text"), ("convert_to", "text, name", "bytea"),
-        ("sha256", "bytea", "bytea"), ("encode", "bytea, text", "text"), ("decode", "text, text", "bytea"),
-        ("int4send", "int4", "bytea"), ("substr", "text, int4, int4", "text"), ("reverse", "text", "text"),
-        ("lpad", "text, int4, text", "text"), ("to_hex", "int8", "text"), ("to_hex", "int4", "text"),
-        ("split_part", "text, text, int4", "text"), ("abs", "numeric", "numeric"), ("div", "numeric, numeric", "numeric"),
-        ("left", "text, int4", "text"), ("repeat", "text, int4", "text"), ("string_agg", "text, text", "text"),
-        ("array_position", "text[], text", "int4"), ("cardinality", "int4[]", "int4"),
-    ];
-    for (name, args, ret) in functions {
-        if name == "string_agg" {
-            plant.push_str("CREATE AGGREGATE public.string_agg(text, text) (SFUNC = public.planted_sfunc, STYPE = text);\n");
-            plant.insert_str(0, "CREATE FUNCTION public.planted_sfunc(text, text, text) RETURNS text LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'planted look-alike ran'; END $$;\n");
-            continue;
-        }
-        let params: Vec<String> = args.split(", ").map(|a| a.to_string()).collect();
+    let mut plant = String::new();
+    // name(argument types) result type, of every function the portable code calls
+    let functions = "jsonb_typeof(jsonb) text; json_typeof(json) text; length(text) int4; \
+        octet_length(text) int4; chr(int4) text; to_json(text) json; ltrim(text, text) text; \
+        rtrim(text, text) text; strpos(text, text) int4; starts_with(text, text) bool; \
+        replace(text, text, text) text; regexp_replace(text, text, text, text) text; \
+        convert_to(text, name) bytea; convert_from(bytea, name) text; sha256(bytea) bytea; \
+        encode(bytea, text) text; decode(text, text) bytea; int4send(int4) bytea; \
+        substr(text, int4, int4) text; reverse(text) text; lpad(text, int4, text) text; \
+        to_hex(int8) text; to_hex(int4) text; split_part(text, text, int4) text; \
+        abs(numeric) numeric; div(numeric, numeric) numeric; left(text, int4) text; \
+        repeat(text, int4) text; array_position(text[], text) int4; cardinality(int4[]) int4";
+    for f in functions.split("; ") {
+        let (signature, ret) = f.rsplit_once(' ').expect("signature result");
         plant.push_str(&format!(
-            "CREATE FUNCTION public.{name}({}) RETURNS {ret} LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'planted look-alike ran'; END $$;\n",
-            params.join(", ")
+            "CREATE FUNCTION public.{signature} RETURNS {ret} LANGUAGE plpgsql AS {PLANTED};\n"
         ));
     }
-    for (op, l, r, ret) in [
-        ("=", "text", "text", "bool"), ("<>", "text", "text", "bool"), ("||", "text", "text", "text"),
-        ("||", "bytea", "bytea", "bytea"), ("+", "int4", "int4", "int4"), ("-", "int4", "int4", "int4"),
-        ("*", "int4", "int4", "int4"), ("/", "int4", "int4", "int4"), ("<=", "int4", "int4", "bool"),
-        ("<", "int4", "int4", "bool"), (">", "int4", "int4", "bool"), ("=", "int4", "int4", "bool"),
-        ("#", "int8", "int8", "int8"), ("&", "int8", "int8", "int8"), (">>", "int8", "int4", "int8"),
-        ("<<", "int8", "int4", "int8"), ("|", "int8", "int8", "int8"), ("+", "numeric", "numeric", "numeric"),
-        ("*", "numeric", "numeric", "numeric"), ("%", "numeric", "numeric", "numeric"),
-        ("<", "numeric", "numeric", "bool"), (">", "numeric", "numeric", "bool"), (">=", "numeric", "numeric", "bool"),
-        ("=", "int8", "int8", "bool"), ("<", "int8", "int8", "bool"),
-    ] {
-        let f = format!("planted_op_{}", plant.len());
+    plant.push_str(&format!(
+        "CREATE FUNCTION public.planted_sfunc(text, text, text) RETURNS text LANGUAGE plpgsql AS {PLANTED};\n\
+         CREATE AGGREGATE public.string_agg(text, text) (SFUNC = public.planted_sfunc, STYPE = text);\n"
+    ));
+    // operator left right result
+    let operators = "= text text bool; <> text text bool; || text text text; || bytea bytea bytea; \
+        + int4 int4 int4; - int4 int4 int4; * int4 int4 int4; / int4 int4 int4; <= int4 int4 bool; \
+        < int4 int4 bool; > int4 int4 bool; = int4 int4 bool; # int8 int8 int8; & int8 int8 int8; \
+        >> int8 int4 int8; << int8 int4 int8; | int8 int8 int8; + numeric numeric numeric; \
+        * numeric numeric numeric; % numeric numeric numeric; < numeric numeric bool; \
+        > numeric numeric bool; >= numeric numeric bool; = int8 int8 bool; < int8 int8 bool";
+    for (i, o) in operators.split("; ").enumerate() {
+        let [op, l, r, ret]: [&str; 4] = o
+            .split(' ')
+            .collect::<Vec<_>>()
+            .try_into()
+            .expect("4 words");
         plant.push_str(&format!(
-            "CREATE FUNCTION public.{f}({l}, {r}) RETURNS {ret} LANGUAGE plpgsql AS $$ BEGIN RAISE EXCEPTION 'planted look-alike ran'; END $$;\n\
-             CREATE OPERATOR public.{op} (LEFTARG = {l}, RIGHTARG = {r}, FUNCTION = public.{f});\n"
+            "CREATE FUNCTION public.planted_op_{i}({l}, {r}) RETURNS {ret} LANGUAGE plpgsql AS {PLANTED};\n\
+             CREATE OPERATOR public.{op} (LEFTARG = {l}, RIGHTARG = {r}, FUNCTION = public.planted_op_{i});\n"
         ));
     }
     db.batch_execute(&plant).expect("plant look-alikes");
@@ -375,18 +422,35 @@ fn planted_lookalikes_never_run() {
         .batch_execute("SET search_path = public, pg_catalog, idempotency")
         .expect("search_path");
     // The planted operators do run when the caller's own SQL uses them unqualified.
-    let err = caller.batch_execute("SELECT 'a'::text || 'b'::text").expect_err("planted ||");
-    let message = err.as_db_error().map(|d| d.message().to_string()).unwrap_or_default();
+    let err = caller
+        .batch_execute("SELECT 'a'::text || 'b'::text")
+        .expect_err("planted ||");
+    let message = err
+        .as_db_error()
+        .map(|d| d.message().to_string())
+        .unwrap_or_default();
     assert_eq!(message, "planted look-alike ran", "{err:?}");
     let doc = r#"{"b": [1.50, 1e21, 1e-7, 12345678901234567890, "\u0001é😂"], "\uE000": null, "😂": {}, "a": true}"#;
     let calls = [
-        ("idempotency.idem_canonical($1::text::pg_catalog.jsonb)", "{\"a\":true,\"b\":[1.5,1e+21,1e-7,12345678901234567000,\"\\u0001é😂\"],\"😂\":{},\"\u{e000}\":null}"),
-        ("idempotency.idem_canonical($1::text::pg_catalog.json)", "{\"a\":true,\"b\":[1.5,1e+21,1e-7,12345678901234567000,\"\\u0001é😂\"],\"😂\":{},\"\u{e000}\":null}"),
+        (
+            "idempotency.idem_canonical($1::text::pg_catalog.jsonb)",
+            "{\"a\":true,\"b\":[1.5,1e+21,1e-7,12345678901234567000,\"\\u0001é😂\"],\"😂\":{},\"\u{e000}\":null}",
+        ),
+        (
+            "idempotency.idem_canonical($1::text::pg_catalog.json)",
+            "{\"a\":true,\"b\":[1.5,1e+21,1e-7,12345678901234567000,\"\\u0001é😂\"],\"😂\":{},\"\u{e000}\":null}",
+        ),
         ("idempotency.idem_hash($1::text::pg_catalog.jsonb)", ""),
         ("idempotency.idem_hash($1::text::pg_catalog.json)", ""),
-        ("idempotency.idem_hash($1::text::pg_catalog.jsonb, ARRAY['a', 'b']::pg_catalog.text[])", ""),
+        (
+            "idempotency.idem_hash($1::text::pg_catalog.jsonb, ARRAY['a', 'b']::pg_catalog.text[])",
+            "",
+        ),
         ("idempotency.idem_lock_key($1::text)::pg_catalog.text", ""),
-        ("idempotency.idem_lock_key('payments'::pg_catalog.text, pg_catalog.repeat($1::text, 9))::pg_catalog.text", ""),
+        (
+            "idempotency.idem_lock_key('payments'::pg_catalog.text, pg_catalog.repeat($1::text, 9))::pg_catalog.text",
+            "",
+        ),
     ];
     for (call, expected) in calls {
         let got: String = caller
@@ -398,10 +462,20 @@ fn planted_lookalikes_never_run() {
         }
     }
     let sum: String = caller
-        .query_one("SELECT idempotency.idem_hash('[1e400]'::pg_catalog.jsonb)", &[])
+        .query_one(
+            "SELECT idempotency.idem_hash('[1e400]'::pg_catalog.jsonb)",
+            &[],
+        )
         .map(|r| r.get(0))
-        .unwrap_or_else(|e| e.as_db_error().map(|d| d.message().to_string()).unwrap_or_default());
-    assert_eq!(sum, "JSON number 1e400 is out of range for an IEEE 754 double");
+        .unwrap_or_else(|e| {
+            e.as_db_error()
+                .map(|d| d.message().to_string())
+                .unwrap_or_default()
+        });
+    assert_eq!(
+        sum,
+        "JSON number 1e400 is out of range for an IEEE 754 double"
+    );
 }
 
 /// The documented exception (docs/portable-canonical.md): a json value with both a \u0000 and
@@ -434,7 +508,9 @@ fn latin1_database_matches() {
         .batch_execute("CREATE DATABASE pc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
         .expect("latin1 database");
     let mut latin1 = c.connect("pc_latin1");
-    latin1.batch_execute("CREATE SCHEMA idempotency").expect("schema");
+    latin1
+        .batch_execute("CREATE SCHEMA idempotency")
+        .expect("schema");
     latin1.batch_execute(SCRIPT).expect("script");
     let doc = r#"{"é": [1.50, "ÿ\u0001"], "a": {"ß": true, "Z": null}, "b": "àé", "\u00ff": 1e-7}"#;
     let sql = "SELECT idem_canonical($1::text::jsonb), idem_hash($1::text::jsonb), \
