@@ -161,10 +161,17 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
 RETURN (
-WITH RECURSIVE node (path, prefix, value, kind) AS (
-    SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload)
+WITH RECURSIVE node (path, prefix, value, kind, t) AS (
+    SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload),
+           CASE WHEN pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  OR pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
+                ELSE payload::pg_catalog.text END
   UNION ALL
-    SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value)
+    SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value),
+           -- the text of a scalar (of a container: not needed, not made)
+           CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
+                ELSE c.value::pg_catalog.text END
     FROM node n
     CROSS JOIN LATERAL (
         SELECT pg_catalog.convert_to(
@@ -197,21 +204,19 @@ FROM (
     SELECT n.path, n.prefix OPERATOR(pg_catalog.||) CASE
                WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
                WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
-               WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.value::pg_catalog.text
+               WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.t
                -- numeric_out never writes an exponent. Up to 15 significant digits a decimal is
                -- its own shortest round-trip form, so from 1e-6 to 1e15 it is the answer.
-               WHEN pg_catalog.strpos(v.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
-                   CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(v.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15 THEN v.t
-                        ELSE idempotency._idem_jcs_number(v.t::pg_catalog.numeric, NULL::pg_catalog.text) END
-               WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(v.t, '0'::pg_catalog.text),
+               WHEN pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
+                   CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(n.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15 THEN n.t
+                        ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text) END
+               WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(n.t, '0'::pg_catalog.text),
                         '.'::pg_catalog.text, ''::pg_catalog.text), '-0'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15
-                    AND NOT pg_catalog.starts_with(pg_catalog.ltrim(v.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
-                   THEN pg_catalog.rtrim(pg_catalog.rtrim(v.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
-               ELSE idempotency._idem_jcs_number(v.t::pg_catalog.numeric, NULL::pg_catalog.text)
+                    AND NOT pg_catalog.starts_with(pg_catalog.ltrim(n.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
+                   THEN pg_catalog.rtrim(pg_catalog.rtrim(n.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
+               ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text)
            END
     FROM node n
-    CROSS JOIN LATERAL (SELECT CASE WHEN n.kind OPERATOR(pg_catalog.=) 'number'::pg_catalog.text
-                                    THEN n.value::pg_catalog.text END AS t) v
   UNION ALL
     SELECT n.path OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text),
            CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
