@@ -122,7 +122,10 @@ pub fn count_refused(database: pg_sys::Oid, table: pg_sys::Oid) -> bool {
     let Some(values) = values() else {
         return true;
     };
-    let bit = 1u64 << ((u32::from(database) ^ u32::from(table).rotate_left(16)) % 64);
+    // Fibonacci hashing of (database, table) into one of 64 bits: the low bits of small OIDs
+    // alone would put every table of a database on the same bit (one warning per database).
+    let key = (u64::from(u32::from(database)) << 32) | u64::from(u32::from(table));
+    let bit = 1u64 << (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
     values[COUNTERS].fetch_or(bit, Ordering::Relaxed) & bit == 0
 }
 

@@ -263,10 +263,11 @@ fn trigger_arguments_cannot_steer_a_function_of_the_owner() {
         let (_, inbox, outbox) = left(&mut db);
         inbox == 0 && outbox == 0
     });
+    // refint is an extension: refused as such (before its arguments are looked at).
     wait_for_round("the warning", || {
         worker_cluster()
             .log()
-            .contains("does not touch idempotency.requests: trigger \"injected\" passes arguments")
+            .contains("does not touch idempotency.requests: trigger \"injected\"")
     });
     let superuser: bool = db
         .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'trent'", &[])
@@ -343,11 +344,15 @@ fn an_extension_or_built_in_trigger_function_is_not_the_owners_own() {
     }
     db.batch_execute(EXPIRED_ROWS).expect("rows");
     wait_for_round("the outbox is purged", || left(&mut db).2 == 0);
-    wait_for_round("the warnings", || {
-        let log = worker_cluster().log();
-        log.contains("does not touch idempotency.requests: trigger \"builtin\" runs")
-            && (!tcn || log.contains("does not touch idempotency.inbox: trigger \"leak\" runs"))
+    // The warning comes once per table since the server started (a 64-bit filter, which two
+    // tables may share): the refusals are checked by their effect, the warning for one table.
+    wait_for_round("the warning", || {
+        worker_cluster()
+            .log()
+            .contains("does not touch idempotency.requests: trigger \"builtin\" runs")
     });
+    // A few more rounds: the inbox's expired row must still be there after them.
+    std::thread::sleep(Duration::from_secs(2));
     let (requests, inbox, _) = left(&mut db);
     assert_eq!(requests, 1, "requests was purged through a built-in trigger");
     if tcn {
