@@ -9,6 +9,7 @@ import signal
 import socket
 import subprocess
 import sys
+import tempfile
 import time
 import uuid
 from pathlib import Path
@@ -47,14 +48,22 @@ class Server:
                     "--port", str(self.port), "--log-level", "warning"]
         return [sys.executable, f"{self.framework}_app.py"]
 
-    def start(self):
+    def start(self, tries: int = 3):
         env = dict(os.environ, PORT=str(self.port), DATABASE_URL=self.db_url, **self.env)
         env.pop("PYTHONPATH", None)  # the adapter comes from the venv (the wheel), not the source
-        self.proc = subprocess.Popen(self.command(), cwd=APPS, env=env, start_new_session=True)
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.command(), cwd=APPS, env=env, start_new_session=True,
+                                     stderr=self.log)
         deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"{self.framework} app exited with {self.proc.returncode}")
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")[-3000:]
+                if tries > 1 and "Address already in use" in err:
+                    self.port = free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
+                    return self.start(tries - 1)
+                raise RuntimeError(f"{self.framework} app exited with {self.proc.returncode}:\n{err}")
             try:
                 httpx.get(self.url + "/runs/start", timeout=1)
                 return self

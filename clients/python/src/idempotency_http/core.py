@@ -160,8 +160,10 @@ def _bad_value(value: str) -> bool:
     return any(ch in value for ch in "\r\n\x00")
 
 
-def replayed(stored: dict) -> HttpResponse:
+def replayed(stored: Any) -> HttpResponse:
     """The response to send for a stored document (idem_http_replay's result)."""
+    if isinstance(stored, (str, bytes)):  # Django's backend loads jsonb as text
+        stored = json.loads(stored)
     headers = [(k, v) for k, v in (stored.get("headers") or {}).items()]
     headers.append((REPLAYED, "true"))
     body = stored.get("body")
