@@ -71,6 +71,10 @@ class Server:
                 time.sleep(0.2)
         raise RuntimeError(f"the {self.framework} app did not start")
 
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
     def runs(self, name: str) -> int:
         return httpx.get(f"{self.url}/runs/{name}").json()["runs"]
 

@@ -85,5 +85,6 @@ def test_planted_functions_are_never_called(trap_url, framework):
             assert db.execute("SELECT array_agg(name) FROM public.lookalike_calls").fetchone()[0] is None
             assert db.execute("SELECT count(*) FROM idempotency.requests WHERE key = %s::text",
                               [final]).fetchone()[0] == 1
+        assert "writable by planter" in srv.stderr()  # the adapter warns about the schema
     finally:
         srv.stop()

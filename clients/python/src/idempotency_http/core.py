@@ -8,6 +8,7 @@ type, so a look-alike function on the app's search_path is never chosen (psycopg
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
@@ -177,9 +178,30 @@ def interval(seconds: float) -> str:
 class Statements:
     """The adapter's SQL for one schema: every function qualified, every parameter cast."""
 
-    FIND_SCHEMA = ("SELECT e.extnamespace::pg_catalog.regnamespace::pg_catalog.text "
-                   "FROM pg_catalog.pg_extension AS e "
-                   "WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name")
+    #: the extension's schema, and who besides its owner may create functions in it
+    FIND_SCHEMA = (
+        "SELECT n.nspname::pg_catalog.text, (SELECT pg_catalog.string_agg(CASE WHEN a.grantee "
+        "OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'::pg_catalog.text ELSE "
+        "a.grantee::pg_catalog.regrole::pg_catalog.text END, ', '::pg_catalog.text) "
+        "FROM pg_catalog.aclexplode(n.nspacl) AS a WHERE a.privilege_type OPERATOR(pg_catalog.=) "
+        "'CREATE'::pg_catalog.text AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner) "
+        "FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n "
+        "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+        "WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name")
+
+    @classmethod
+    def found(cls, row: Any) -> "Statements":
+        """Statements for FIND_SCHEMA's row; a loud warning when others may plant functions there."""
+        if row is None:
+            raise RuntimeError("the idempotency extension is not installed in this database "
+                               "(CREATE EXTENSION idempotency)")
+        schema, writers = row
+        if writers:
+            logging.getLogger("idempotency_http").warning(
+                "schema %s of the idempotency extension is writable by %s: they can plant "
+                "look-alike functions there (the adapter's calls are typed and qualified, but "
+                "other SQL may not be); REVOKE CREATE ON SCHEMA %s FROM them", schema, writers, schema)
+        return cls(schema)
 
     def __init__(self, schema: str):
         s = sql.Identifier(schema)

@@ -173,7 +173,7 @@ class SyncEngine(_Base):
     def _once(self, sess, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
         if self.statements is None:
             with sess.transaction():
-                self.statements = Statements(sess.one(Statements.FIND_SCHEMA, [])[0])
+                self.statements = Statements.found(sess.one(Statements.FIND_SCHEMA, []))
         with sess.transaction():
             request_hash = self._hash(sess, req)
             try:
@@ -247,7 +247,7 @@ class AsyncEngine(_Base):
     async def _once(self, conn, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
         if self.statements is None:
             async with conn.transaction():
-                self.statements = Statements((await self._one(conn, Statements.FIND_SCHEMA, []))[0])
+                self.statements = Statements.found(await self._one(conn, Statements.FIND_SCHEMA, []))
         async with conn.transaction():
             request_hash = await self._hash(conn, req)
             try:
