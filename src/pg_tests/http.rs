@@ -7,10 +7,16 @@ mod tests {
 
     use crate::pg_tests::helpers::*;
 
-    /// What idem_http_replay gives for a fresh claim of (scope, key), as jsonb text.
+    /// What idem_http_replay gives for a fresh claim of (scope, key), as jsonb text
+    /// (`keep` "NULL": called without it, as before the parameter existed).
     fn replay(scope: &str, key: &str, keep: &str) -> String {
+        let keep = if keep == "NULL" {
+            String::new()
+        } else {
+            format!(", {keep}")
+        };
         text(&format!(
-            "SELECT coalesce(idem_http_replay(c, {keep})::text, 'null') FROM idem_claim({}, {}, 'h') AS c",
+            "SELECT coalesce(idem_http_replay(c{keep})::text, 'null') FROM idem_claim({}, {}, 'h') AS c",
             quote(scope),
             quote(key)
         ))

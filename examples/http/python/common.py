@@ -7,8 +7,19 @@ import threading
 import psycopg
 
 DATABASE_URL = os.environ["DATABASE_URL"]
-#: the contract's settings for the examples: the tests' extra replayed header, a pool of 4
-SETTINGS = {"replay_headers": ["x-extra"], "max_wait": 10.0}
+#: the contract's settings for the examples: the tests' extra replayed header, a pool of 4;
+#: IDEM_EXAMPLE_* variables change the others (tests/test_settings.py)
+SETTINGS: dict = {"replay_headers": ["x-extra"], "max_wait": 10.0}
+if os.environ.get("IDEM_EXAMPLE_METHODS"):
+    SETTINGS["methods"] = os.environ["IDEM_EXAMPLE_METHODS"].split(",")
+if os.environ.get("IDEM_EXAMPLE_MAX_WAITERS"):
+    SETTINGS["max_waiters"] = int(os.environ["IDEM_EXAMPLE_MAX_WAITERS"])
+if os.environ.get("IDEM_EXAMPLE_PROBLEM_BASE"):
+    SETTINGS["problem_base"] = os.environ["IDEM_EXAMPLE_PROBLEM_BASE"]
+if os.environ.get("IDEM_EXAMPLE_RETRY_404"):
+    from idempotency_http import default_statuses
+
+    SETTINGS["statuses"] = lambda status: "retry" if status == 404 else default_statuses(status)
 POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
 TENANT_HEADER = "X-Tenant"
 
