@@ -15,7 +15,7 @@ import json
 import logging
 import threading
 import time
-from typing import Any, Awaitable, Callable, ContextManager, List, Optional, Sequence, Tuple
+from typing import Any, Awaitable, Callable, ContextManager, Optional, Sequence
 
 from .core import (Claim, HttpResponse, Settings, Statements, interval, replayed,
                    stored_parts)
@@ -78,6 +78,11 @@ class _Base:
         except BodyNotJson as exc:
             return s.problem("body-not-json", str(exc)[:1].upper() + str(exc)[1:] + ".")
 
+    @property
+    def st(self) -> Statements:
+        assert self.statements is not None, "the schema is looked up before the first statement"
+        return self.statements
+
     def too_large(self, content_length: Optional[int]) -> bool:
         return content_length is not None and content_length > self.settings.max_body_bytes
 
@@ -86,24 +91,24 @@ class _Base:
         return [list(s.replay_headers), req.scope, req.key, request_hash,
                 interval(s.lease), interval(s.retention)]
 
-    def on_claim(self, req: _Request, row, deadline: float, registered: bool) -> Tuple[Optional[HttpResponse], bool]:
-        """(answer or None to run the handler, registered as a waiter); raises _Again to wait."""
+    def on_claim(self, row, deadline: float, registered: bool) -> Optional[HttpResponse]:
+        """The answer, or None to run the handler; raises _Again to wait (counted as a waiter)."""
         outcome, _attempt, stored = row
         if stored is not None:
-            return replayed(stored), registered
+            return replayed(stored)
         if outcome != "processing_active":
-            return None, registered
+            return None
         if time.monotonic() >= deadline:
             return self.settings.in_flight(
-                "A request with this Idempotency-Key is being processed; retry later."), registered
+                "A request with this Idempotency-Key is being processed; retry later.")
         if not registered:
             with self._lock:
                 if self.waiters >= self.settings.max_waiters:
                     return self.settings.in_flight(
                         "Too many requests of this process are waiting; retry later.",
-                        "too-many-waiters"), registered
+                        "too-many-waiters")
                 self.waiters += 1
-        raise _Again(True)
+        raise _Again()
 
     def unregister(self) -> None:
         with self._lock:
@@ -118,14 +123,12 @@ class _Base:
         return verdict
 
     def finish_statement(self, req: _Request, attempt: int, response: HttpResponse, verdict: str):
-        st, keep = self.statements, list(self.settings.replay_headers)
+        st, keep = self.st, list(self.settings.replay_headers)
         if verdict == "retry":
             return st.fail_retryable, [req.scope, req.key, f"http_{response.status}",
                                        f"the handler answered {response.status}", attempt]
         headers, body = stored_parts(response, self.settings, verdict, keep)
         stmt = st.complete if verdict == "complete" else st.http_fail
-        if headers.get("idempotent-body-omitted"):
-            keep.append("idempotent-body-omitted")
         return stmt, [req.scope, req.key, response.status, json.dumps(headers), body, keep, attempt]
 
     def crashed(self, req: _Request, attempt: int, exc: BaseException):
@@ -133,7 +136,7 @@ class _Base:
                   exc_info=exc)
         problem = self.settings.problem(
             "internal-error", "The request failed; it may be retried with the same Idempotency-Key.")
-        return problem, (self.statements.fail_retryable,
+        return problem, (self.st.fail_retryable,
                          [req.scope, req.key, "handler_error", f"the handler raised {type(exc).__name__}", attempt])
 
 
@@ -147,7 +150,8 @@ def _sqlstate(exc: BaseException) -> str:
 
 
 class SyncEngine(_Base):
-    """``session()``: a context manager yielding a Session (see psycopg_session)."""
+    """``session()``: a context manager yielding a session (PsycopgSession, or the Django
+    layer's DjangoSession): ``one(statement, params)``, ``transaction()``, ``handle``."""
 
     def __init__(self, settings: Settings, session: Callable[[], ContextManager[Any]]):
         super().__init__(settings)
@@ -177,13 +181,13 @@ class SyncEngine(_Base):
         with sess.transaction():
             request_hash = self._hash(sess, req)
             try:
-                row = sess.one(self.statements.claim, self.claim_params(req, request_hash))
+                row = sess.one(self.st.claim, self.claim_params(req, request_hash))
             except Exception as exc:
                 if _sqlstate(exc) == "P4002":
                     raise _Answer(self.settings.problem(
                         "payload-mismatch", "This Idempotency-Key was used for a request with another body.")) from None
                 raise
-            answer, _ = self.on_claim(req, row, deadline, registered)
+            answer = self.on_claim(row, deadline, registered)
             if answer is not None:
                 return answer
             attempt = row[1]
@@ -208,7 +212,7 @@ class SyncEngine(_Base):
         if kind == "hash":
             return value
         try:  # a failure aborts the claim's transaction, which _Answer then rolls back
-            return sess.one(self.statements.hash_statement(kind), [value])[0]
+            return sess.one(self.st.hash_statement(kind), [value])[0]
         except Exception as exc:
             if _sqlstate(exc).startswith("22"):
                 raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
@@ -251,13 +255,13 @@ class AsyncEngine(_Base):
         async with conn.transaction():
             request_hash = await self._hash(conn, req)
             try:
-                row = await self._one(conn, self.statements.claim, self.claim_params(req, request_hash))
+                row = await self._one(conn, self.st.claim, self.claim_params(req, request_hash))
             except Exception as exc:
                 if _sqlstate(exc) == "P4002":
                     raise _Answer(self.settings.problem(
                         "payload-mismatch", "This Idempotency-Key was used for a request with another body.")) from None
                 raise
-            answer, _ = self.on_claim(req, row, deadline, registered)
+            answer = self.on_claim(row, deadline, registered)
             if answer is not None:
                 return answer
             attempt = row[1]
@@ -282,7 +286,7 @@ class AsyncEngine(_Base):
         if kind == "hash":
             return value
         try:  # a failure aborts the claim's transaction, which _Answer then rolls back
-            return (await self._one(conn, self.statements.hash_statement(kind), [value]))[0]
+            return (await self._one(conn, self.st.hash_statement(kind), [value]))[0]
         except Exception as exc:
             if _sqlstate(exc).startswith("22"):
                 raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None

@@ -23,7 +23,7 @@ methods (GET, ...) are left as they are. OpenAPI shows the Idempotency-Key heade
 from __future__ import annotations
 
 import inspect
-from typing import Any, Callable, Optional, Union
+from typing import Any, Callable, Optional, Union, cast
 
 from fastapi import Depends, Header, Request
 from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
@@ -78,7 +78,7 @@ class _IdempotentRoute(APIRoute):
         idem = self.idempotency
         opts = getattr(endpoint, "__idempotency__", {})
         methods = {m.upper() for m in (kwargs.get("methods") or ["GET"])}
-        self.claimed = frozenset() if not opts.get("enabled", True) else methods & idem.settings.methods
+        self.claimed = frozenset() if not opts.get("enabled", True) else methods & frozenset(idem.settings.methods)
         self.scope_option = opts.get("scope") or idem.scope
         if self.claimed:
             header = _required_key if methods <= self.claimed else _optional_key
@@ -192,7 +192,7 @@ async def _app_handler(request: Request, exc: Exception) -> Response:
             return await result if inspect.isawaitable(result) else result
     if isinstance(exc, RequestValidationError):
         return await request_validation_exception_handler(request, exc)
-    return await http_exception_handler(request, exc)
+    return await http_exception_handler(request, cast(HTTPException, exc))
 
 
 def _from_starlette(response: Response) -> HttpResponse:
