@@ -48,6 +48,17 @@ def test_http_exception_goes_through_the_apps_handler(fastapi_server, db):
     assert fastapi_server.runs("fa-http-exception") == before + 1
 
 
+def test_a_streaming_response_is_sent_whole_and_replayed_without_its_body(fastapi_server, db):
+    key = new_key()
+    first = fastapi_server.post("/fa/stream", key=key)
+    assert first.status_code == 200 and first.text.count("chunk") == 3
+    again = fastapi_server.post("/fa/stream", key=key)
+    assert again.status_code == 200 and again.content == b""
+    assert again.headers["idempotent-body-omitted"] == "true"
+    assert again.headers["content-type"].startswith("text/plain")
+    assert db.execute("SELECT count(*) FROM effects WHERE idem_key = %s::text", [key]).fetchone()[0] == 1
+
+
 def test_openapi_shows_the_body_the_header_and_the_problems(fastapi_server):
     spec = httpx.get(fastapi_server.url + "/openapi.json").json()
     op = spec["paths"]["/fa/model"]["post"]

@@ -6,7 +6,7 @@ from contextlib import asynccontextmanager
 from typing import Optional
 
 from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
-from fastapi.responses import JSONResponse, PlainTextResponse
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
 
@@ -138,6 +138,17 @@ async def fa_dict(order: Order, claim: Claim = Depends(idem.claim)) -> dict:
 async def fa_http_exception():
     common.count_run("fa-http-exception")
     raise HTTPException(status_code=404, detail="no such order")
+
+
+@router.post("/fa/stream")
+async def fa_stream(claim: Claim = Depends(idem.claim)):
+    (eid,) = await one(claim, common.INSERT_EFFECT, ["fa-stream", claim.key, 0])
+
+    async def chunks():
+        for i in range(3):
+            yield f"chunk {i} of effect {eid}\n".encode()
+
+    return StreamingResponse(chunks(), media_type="text/plain")
 
 
 @router.get("/runs/{name}")
