@@ -2,12 +2,13 @@
 # The HTTP layer's tests: start a throw-away Postgres MAJOR with the extension installed and
 # preloaded, then run the Python adapter's tests (pytest, clients/python/tests), the Node
 # adapter's tests (node:test, clients/node/test) and the exporter test (metrics/test_exporter.py),
-# and stop the cluster. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
+# and stop the cluster. The Python adapter is tested as built: wheel + sdist, clean venv. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
 # a second run installs nothing. Ends with the plain line 'N passed, N failed'.
 # Usage: scripts/http-test.sh [MAJOR]   (default 15)
 # Environment: IDEM_HTTP_PORT (default 54339), IDEM_HTTP_DIR (default /tmp/idempotency-http-test),
-#              IDEM_HTTP_CACHE (venv; default ~/.cache/idempotency-http), IDEM_HTTP_KEEP=1 keeps
-#              the cluster running afterwards.
+#              IDEM_HTTP_CACHE (default ~/.cache/idempotency-http), IDEM_HTTP_KEEP=1 keeps
+#              the cluster running afterwards, IDEM_HTTP_APP_PORT the first port of the
+#              example apps the Python tests start (default: any free port).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 root=$PWD
@@ -62,17 +63,29 @@ as_pg env -u RUST_BACKTRACE "$bindir/pg_ctl" -w -D "$dir" -l "$dir/server.log" s
 "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d http -c "CREATE EXTENSION idempotency" >/dev/null
 export DATABASE_URL="postgresql://postgres@127.0.0.1:$port/http"
 
-# --- Python: one venv for the example service and the tests ------------------------------------
-venv=$IDEM_HTTP_CACHE/py-venv
-stamp=$(cat examples/http/python/requirements.txt clients/python/pyproject.toml clients/python/src/idempotency_http/*.py | sha256sum | cut -c1-16)
-if [ "$(cat "$venv/.test-stamp" 2>/dev/null)" != "$stamp" ]; then
-  log "pip install into $venv"
-  [ -x "$venv/bin/python" ] || python3 -m venv "$venv"
-  "$venv/bin/pip" install -q --disable-pip-version-check -r examples/http/python/requirements.txt "pytest>=8" "httpx>=0.27"
-  "$venv/bin/pip" install -q --disable-pip-version-check --no-deps --force-reinstall ./clients/python
-  echo "$stamp" > "$venv/.stamp"
-  echo "$stamp" > "$venv/.test-stamp"
-fi
+# --- Python: the adapter's wheel and sdist, installed into a clean venv -----------------------
+# Built from a copy of clients/python (the tree stays clean); the tests import the adapter
+# from the venv only (conftest.py drops PYTHONPATH), so they test the artifact users install.
+pydir=$dir-python
+rm -rf "$pydir"
+mkdir -p "$pydir"
+cp -r clients/python "$pydir/src"
+rm -rf "$pydir/src/tests" "$pydir/src/build" "$pydir/src/dist"
+venv=$pydir/venv
+log "python -m build (wheel and sdist) and a clean venv"
+python3 -m venv "$venv"
+pip_q() { "$venv/bin/pip" install -q --disable-pip-version-check "$@" >&2; }
+pip_q build
+"$venv/bin/python" -m build --outdir "$pydir/dist" "$pydir/src" >/dev/null
+wheel=$(ls "$pydir"/dist/idempotency_http-*.whl)
+ls "$pydir"/dist/idempotency_http-*.tar.gz >/dev/null
+pip_q "$wheel[fastapi,flask,django]" "psycopg[binary]>=3.1" "uvicorn>=0.30" "pytest>=8" "httpx>=0.27"
+"$venv/bin/python" - <<'PY'
+import importlib.resources, idempotency_http
+assert "site-packages" in idempotency_http.__file__, idempotency_http.__file__
+assert importlib.resources.files("idempotency_http").joinpath("py.typed").is_file()
+PY
+
 # --- Node ---------------------------------------------------------------------------------------
 if [ ! -d clients/node/node_modules/pg ] || [ clients/node/package.json -nt clients/node/node_modules/.package-lock.json ]; then
   log "npm install (clients/node)"
@@ -80,19 +93,41 @@ if [ ! -d clients/node/node_modules/pg ] || [ clients/node/package.json -nt clie
 fi
 
 passed=0 failed=0
-log "Python adapter tests and exporter test (pytest)"
-py_report=$(mktemp)
-"$venv/bin/python" -m pytest -p no:cacheprovider -q -rf --junitxml="$py_report" \
-  clients/python/tests metrics/test_exporter.py || true
-read -r p f < <("$venv/bin/python" - "$py_report" <<'PY'
-import sys, xml.etree.ElementTree as ET
-t = ET.parse(sys.argv[1]).getroot()
-s = t if t.tag == "testsuite" else t.find("testsuite")
-n, bad = int(s.get("tests", 0)), int(s.get("failures", 0)) + int(s.get("errors", 0))
-print(n - bad - int(s.get("skipped", 0)), bad)
+# junit report -> "passed failed" on stdout; per framework (the [fastapi]/[flask]/[django] of a
+# parametrized test, or its file) on stderr.
+py_count() {
+  "$venv/bin/python" - "$1" <<'PY'
+import re, sys, xml.etree.ElementTree as ET
+root = ET.parse(sys.argv[1]).getroot()
+rows, total = {}, [0, 0]
+for case in root.iter("testcase"):
+    bad = case.find("failure") is not None or case.find("error") is not None
+    if case.find("skipped") is not None:
+        continue
+    name, cls = case.get("name", ""), case.get("classname", "")
+    m = re.search(r"\b(fastapi|flask|django)\b", name) or re.search(r"test_(fastapi)$", cls)
+    fw = m.group(1) if m else cls.rsplit(".", 1)[-1]
+    row = rows.setdefault(fw, [0, 0])
+    row[bad] += 1
+    total[bad] += 1
+for fw, (p, f) in sorted(rows.items()):
+    print(f"  {fw:24} {p:4} passed, {f} failed", file=sys.stderr)
+print(total[0], total[1])
 PY
-) || { p=0; f=1; }
-rm -f "$py_report"
+}
+log "Python adapter tests (pytest, through uvicorn and werkzeug servers)"
+py_report=$pydir/report.xml
+export IDEM_HTTP_FIGURES=$pydir/figures.txt
+(cd "$pydir" && "$venv/bin/python" -m pytest -p no:cacheprovider -q -rf --junitxml="$py_report" \
+  "$root/clients/python/tests") || true
+read -r p f < <(py_count "$py_report") || { p=0; f=1; }
+passed=$((passed + p)) failed=$((failed + f))
+[ -f "$IDEM_HTTP_FIGURES" ] && sed 's/^/  /' "$IDEM_HTTP_FIGURES" >&2
+
+log "exporter test (pytest)"
+ex_report=$pydir/exporter.xml
+"$venv/bin/python" -m pytest -p no:cacheprovider -q -rf --junitxml="$ex_report" metrics/test_exporter.py || true
+read -r p f < <(py_count "$ex_report") || { p=0; f=1; }
 passed=$((passed + p)) failed=$((failed + f))
 
 log "Node adapter tests (node:test)"

@@ -18,6 +18,7 @@ mod finish;
 mod grants;
 mod guards;
 mod helpers;
+mod http;
 mod inbox;
 mod maintenance;
 mod outbox;

@@ -1,11 +1,17 @@
-"""Fixtures: the example service (examples/http/python/serve.sh) as a real server process
-against the database in $DATABASE_URL (scripts/http-test.sh starts a throw-away cluster)."""
+"""Fixtures: the example apps (examples/http/python) as real server processes (uvicorn for
+FastAPI, werkzeug's threaded WSGI server for Flask and Django) against the database in
+$DATABASE_URL (scripts/http-test.sh starts a throw-away cluster and installs the adapter from
+its wheel). IDEM_HTTP_APP_PORT: the first port to give the servers (default: any free port)."""
 
+import itertools
 import os
 import signal
 import socket
 import subprocess
+import sys
+import tempfile
 import time
+import uuid
 from pathlib import Path
 
 import httpx
@@ -13,45 +19,85 @@ import psycopg
 import pytest
 
 ROOT = Path(__file__).resolve().parents[3]
-SERVE = ROOT / "examples" / "http" / "python" / "serve.sh"
+APPS = ROOT / "examples" / "http" / "python"
+FRAMEWORKS = ["fastapi", "flask", "django"]
+_ports = itertools.count(int(os.environ.get("IDEM_HTTP_APP_PORT", "0")))
 
 
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    base = next(_ports)
+    if base == 0:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            return s.getsockname()[1]
+    return base
 
 
 class Server:
-    def __init__(self, db_url: str):
+    def __init__(self, framework: str, db_url: str, **env):
+        self.framework = framework
         self.db_url = db_url
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
+        self.env = env
         self.proc = None
 
-    def start(self):
-        env = dict(os.environ, PORT=str(self.port), DATABASE_URL=self.db_url, IDEM_EXAMPLE_TEST_HOOKS="1")
-        self.proc = subprocess.Popen([str(SERVE)], env=env, start_new_session=True)
-        deadline = time.monotonic() + 300  # the first start installs packages
+    def command(self):
+        if self.framework == "fastapi":
+            return [sys.executable, "-m", "uvicorn", "fastapi_app:app", "--host", "127.0.0.1",
+                    "--port", str(self.port), "--log-level", "warning"]
+        return [sys.executable, f"{self.framework}_app.py"]
+
+    def start(self, tries: int = 3):
+        env = dict(os.environ, PORT=str(self.port), DATABASE_URL=self.db_url, **self.env)
+        env.pop("PYTHONPATH", None)  # the adapter comes from the venv (the wheel), not the source
+        self.log = tempfile.TemporaryFile()
+        self.proc = subprocess.Popen(self.command(), cwd=APPS, env=env, start_new_session=True,
+                                     stderr=self.log)
+        deadline = time.monotonic() + 60
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"serve.sh exited with {self.proc.returncode}")
+                self.log.seek(0)
+                err = self.log.read().decode(errors="replace")[-3000:]
+                if tries > 1 and "Address already in use" in err:
+                    self.port = free_port()
+                    self.url = f"http://127.0.0.1:{self.port}"
+                    return self.start(tries - 1)
+                raise RuntimeError(f"{self.framework} app exited with {self.proc.returncode}:\n{err}")
             try:
-                httpx.get(self.url + "/openapi.json", timeout=1)
+                httpx.get(self.url + "/runs/start", timeout=1)
                 return self
             except httpx.TransportError:
                 time.sleep(0.2)
-        raise RuntimeError("the example service did not start")
+        raise RuntimeError(f"the {self.framework} app did not start")
+
+    def stderr(self) -> str:
+        self.log.seek(0)
+        return self.log.read().decode(errors="replace")
+
+    def runs(self, name: str) -> int:
+        return httpx.get(f"{self.url}/runs/{name}").json()["runs"]
+
+    def post(self, path, key=None, body=b"", content_type="application/json", headers=None, timeout=30.0, **kw):
+        h = {}
+        if content_type is not None:
+            h["content-type"] = content_type
+        if key is not None:
+            h["idempotency-key"] = key
+        h.update(headers or {})
+        return httpx.post(self.url + path, content=body, headers=h, timeout=timeout, **kw)
 
     def kill(self):
-        """SIGKILL: no clean-up of any kind, as a crashed process."""
         os.killpg(self.proc.pid, signal.SIGKILL)
         self.proc.wait()
 
     def stop(self):
         if self.proc and self.proc.poll() is None:
             os.killpg(self.proc.pid, signal.SIGTERM)
-            self.proc.wait(timeout=20)
+            try:
+                self.proc.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                self.kill()
 
 
 @pytest.fixture(scope="session")
@@ -62,9 +108,16 @@ def db_url() -> str:
     return url
 
 
+@pytest.fixture(scope="session", params=FRAMEWORKS)
+def server(request, db_url):
+    srv = Server(request.param, db_url).start()
+    yield srv
+    srv.stop()
+
+
 @pytest.fixture(scope="session")
-def server(db_url):
-    srv = Server(db_url).start()
+def fastapi_server(db_url):
+    srv = Server("fastapi", db_url).start()
     yield srv
     srv.stop()
 
@@ -73,3 +126,7 @@ def server(db_url):
 def db(db_url):
     with psycopg.connect(db_url, autocommit=True) as conn:
         yield conn
+
+
+def new_key() -> str:
+    return f"k-{uuid.uuid4()}"

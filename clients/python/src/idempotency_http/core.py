@@ -1,228 +1,230 @@
-"""Framework-neutral core: header parsing, the claim, outcome mapping, completion.
+"""Framework-neutral pieces: settings, problem documents, responses, status mapping, the SQL.
 
-One request runs in one transaction on the caller's psycopg ``AsyncConnection``:
-
-    claim (idem_claim with idem_hash of the payload)
-    -> new claim: the handler runs in a savepoint on the same connection, then
-       2xx/3xx: idem_complete with the response (idem_http_response form), commit;
-       final 4xx: the handler's writes are undone, idem_http_fail keeps the error response;
-       5xx, 408/409/425/429 or an exception: the handler's writes are undone,
-       idem_fail(retryable => true); the key can be retried;
-    -> replay_success / final_failure: the stored response, plus Idempotent-Replayed: true;
-    -> processing_active: 409 problem+json with Retry-After;
-    -> P4002 (same key, other payload): 422 problem+json.
+Every statement names the extension's schema and casts every parameter to a schema-qualified
+type, so a look-alike function on the app's search_path is never chosen (psycopg 3 sends a
+``str`` untyped, which would let a ``text`` overload win over ``jsonb``).
 """
 
 from __future__ import annotations
 
 import json
+import logging
 import re
 from dataclasses import dataclass, field
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
-import http_sf
-import psycopg
 from psycopg import sql
 
 PROBLEM = "application/problem+json"
-#: Statuses that end an attempt as a retryable failure although they are 4xx.
+DEFAULT_PROBLEM_BASE = "https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header#"
+#: Never stored nor replayed, even when named in ``replay_headers``.
+NEVER_REPLAYED = frozenset({
+    "set-cookie", "set-cookie2", "authorization", "proxy-authorization", "www-authenticate",
+    "proxy-authenticate", "refresh", "connection", "keep-alive", "transfer-encoding", "te",
+    "trailer", "upgrade", "content-length", "date"})
+#: 4xx statuses that end an attempt as retryable, not final.
 RETRYABLE_4XX = frozenset({408, 409, 425, 429})
-_PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?(\d+)\"?", re.IGNORECASE)
+BODY_OMITTED = "idempotent-body-omitted"
+REPLAYED = "idempotent-replayed"
+_TOKEN = re.compile(r"^[!#$%&'*+.^_`|~0-9a-z-]+$")
+
+#: slug -> (status, title)
+PROBLEMS = {
+    "key-required": (400, "Idempotency-Key header is required"),
+    "key-malformed": (400, "Idempotency-Key header is malformed"),
+    "body-not-json": (400, "Request body is not valid JSON"),
+    "body-too-large": (413, "Request body is too large"),
+    "in-flight": (409, "A request with this Idempotency-Key is being processed"),
+    "payload-mismatch": (422, "Idempotency-Key was used for a different request"),
+    "too-many-waiters": (409, "Too many requests are waiting for their key"),
+    "internal-error": (500, "Internal Server Error"),
+}
 
 
-class KeyError_(ValueError):
-    """The Idempotency-Key header is missing or is not an RFC 8941 sf-string."""
-
-
-def parse_key(value: Optional[str]) -> str:
-    """The key from an ``Idempotency-Key`` header value (an RFC 8941 sf-string, e.g. ``"abc"``)."""
-    if value is None or value.strip() == "":
-        raise KeyError_("the Idempotency-Key header is required")
-    try:
-        item = http_sf.parse(value.encode("ascii"), tltype="item")
-    except (UnicodeEncodeError, http_sf.StructuredFieldError, ValueError) as exc:
-        raise KeyError_(f"Idempotency-Key must be an RFC 8941 string such as \"8e03978e\": {exc}") from exc
-    key = item[0] if isinstance(item, tuple) else item
-    if type(key) is not str:  # Token and DisplayString are str subclasses
-        raise KeyError_('Idempotency-Key must be an RFC 8941 string (in double quotes), such as "8e03978e"')
-    if key == "" or len(key.encode()) > 255:
-        raise KeyError_("Idempotency-Key must be 1 to 255 bytes long")
-    return key
-
-
-def parse_prefer_wait(value: Optional[str]) -> Optional[float]:
-    """Seconds from an RFC 7240 ``Prefer: wait=N`` header, or None."""
-    if not value:
-        return None
-    match = _PREFER_WAIT.search(value)
-    return float(match.group(1)) if match else None
+def default_statuses(status: int) -> str:
+    """'complete' (stored, replayed), 'fail' (final, replayed) or 'retry' (the key may be retried)."""
+    if status < 400:
+        return "complete"
+    if status >= 500 or status in RETRYABLE_4XX:
+        return "retry"
+    return "fail"
 
 
 @dataclass
 class HttpResponse:
-    """A response in framework-neutral form: what is sent, and what is stored."""
+    """A response in neutral form. ``native`` is the framework's own object, sent unchanged."""
 
     status: int
-    headers: list[tuple[str, str]] = field(default_factory=list)
-    body: bytes = b""
-
-    @classmethod
-    def problem(cls, status: int, title: str, detail: str, extra_headers=()) -> "HttpResponse":
-        doc = {"type": "about:blank", "title": title, "status": status, "detail": detail}
-        return cls(status, [("content-type", PROBLEM), *extra_headers], json.dumps(doc).encode())
-
-    @classmethod
-    def from_stored(cls, stored: dict) -> "HttpResponse":
-        headers = [(name, value) for name, value in (stored.get("headers") or {}).items()]
-        body = stored.get("body")
-        headers.append(("idempotent-replayed", "true"))
-        return cls(int(stored["status"]), headers, b"" if body is None else body.encode())
+    headers: List[Tuple[str, str]] = field(default_factory=list)
+    body: Optional[bytes] = b""
+    native: Any = None
 
 
 @dataclass
 class Claim:
-    """What the handler gets: the connection to write with (inside the claim's transaction)."""
+    """What the handler gets: the connection to write with, inside the claim's transaction."""
 
-    conn: psycopg.AsyncConnection
+    conn: Any
     scope: str
     key: str
-    payload: Any
     outcome: str
     attempt: int
-    recovery_point: Optional[str]
 
 
-class _Undo(Exception):
-    """Rolls the handler's savepoint back while keeping its response."""
+@dataclass
+class Settings:
+    """The contract's knobs, with its defaults (docs/http.md)."""
 
-    def __init__(self, response: HttpResponse):
-        super().__init__(response.status)
-        self.response = response
+    methods: Iterable[str] = ("POST", "PATCH")
+    max_body_bytes: int = 1024 * 1024
+    max_stored_bytes: int = 1024 * 1024
+    max_error_stored_bytes: int = 8000
+    max_wait: float = 10.0
+    wait: float = 0.0
+    max_waiters: int = 64
+    lease: float = 300.0
+    retention: float = 86400.0
+    retry_after: int = 1
+    problem_base: str = DEFAULT_PROBLEM_BASE
+    replay_headers: Sequence[str] = ()
+    statuses: Callable[[int], str] = default_statuses
+    #: the extension's schema; None: looked up in pg_extension on first use
+    schema: Optional[str] = None
+
+    def __post_init__(self) -> None:
+        self.methods = frozenset(m.upper() for m in self.methods)
+        self.replay_headers = validate_replay_headers(self.replay_headers)
+        if self.max_error_stored_bytes > 8000:
+            raise ValueError("max_error_stored_bytes cannot exceed 8000 (idem_fail keeps 8,192 bytes)")
+
+    def problem(self, slug: str, detail: str, headers: Sequence[Tuple[str, str]] = ()) -> HttpResponse:
+        status, title = PROBLEMS[slug]
+        doc = {"type": self.problem_base + slug, "title": title, "status": status, "detail": detail}
+        return HttpResponse(status, [("content-type", PROBLEM), *headers], json.dumps(doc).encode())
+
+    def in_flight(self, detail: str, slug: str = "in-flight") -> HttpResponse:
+        return self.problem(slug, detail, [("retry-after", str(self.retry_after))])
+
+    def wait_for(self, prefer: Optional[str]) -> float:
+        from .keys import parse_prefer_wait
+
+        asked = parse_prefer_wait(prefer)
+        return max(0.0, min(self.wait if asked is None else asked, self.max_wait))
 
 
-def _reject(constant: str):
-    raise ValueError(f"{constant} is not JSON")
+def validate_replay_headers(names: Iterable[str]) -> Tuple[str, ...]:
+    out = []
+    for name in names:
+        low = str(name).strip().lower()
+        if not _TOKEN.match(low):
+            raise ValueError(f"replay_headers: {name!r} is not a header name")
+        if low in NEVER_REPLAYED:
+            raise ValueError(f"replay_headers: {low} is never replayed (docs/http.md)")
+        out.append(low)
+    return tuple(out)
 
 
-def _interval(seconds: float) -> str:
+def merge_headers(headers: Iterable[Tuple[str, str]]) -> dict:
+    """Header lines as one {lower-case name: value} object (repeated names joined with ', ')."""
+    merged: dict = {}
+    for name, value in headers:
+        name = name.lower()
+        merged[name] = f"{merged[name]}, {value}" if name in merged else value
+    return merged
+
+
+def stored_parts(response: HttpResponse, settings: Settings, verdict: str,
+                 keep: Sequence[str]) -> Tuple[dict, Optional[str]]:
+    """(headers, body text) to store: without the body when it is not UTF-8 text or when the
+    stored document would not fit its limit (then marked with Idempotent-Body-Omitted)."""
+    allowed = set(keep) | {"cache-control", "content-language", "content-location", "content-type",
+                           "etag", "expires", "last-modified", "link", "location"}
+    headers = {k: v for k, v in merge_headers(response.headers).items()
+               if k in allowed and k not in NEVER_REPLAYED and not _bad_value(v)}
+    limit = settings.max_stored_bytes if verdict == "complete" else settings.max_error_stored_bytes
+    body: Optional[str] = None
+    omitted = response.body is None
+    if response.body:
+        try:
+            body = response.body.decode("utf-8")
+        except UnicodeDecodeError:
+            omitted = True
+    doc = {"status": response.status, "headers": headers, "body": body}
+    if body is not None and len(json.dumps(doc, ensure_ascii=False).encode("utf-8")) > limit:
+        body, omitted = None, True
+    if omitted:
+        headers[BODY_OMITTED] = "true"
+    return headers, body
+
+
+def _bad_value(value: str) -> bool:
+    return any(ch in value for ch in "\r\n\x00")
+
+
+def replayed(stored: Any) -> HttpResponse:
+    """The response to send for a stored document (idem_http_replay's result)."""
+    if isinstance(stored, (str, bytes)):  # Django's backend loads jsonb as text
+        stored = json.loads(stored)
+    headers = [(k, v) for k, v in (stored.get("headers") or {}).items()]
+    headers.append((REPLAYED, "true"))
+    body = stored.get("body")
+    return HttpResponse(int(stored["status"]), headers, b"" if body is None else body.encode("utf-8"))
+
+
+def interval(seconds: float) -> str:
     return f"{seconds:.3f} seconds"
 
 
-class Idempotency:
-    """Settings shared by the routes of an app.
+class Statements:
+    """The adapter's SQL for one schema: every function qualified, every parameter cast."""
 
-    ``wait``: seconds a duplicate waits for an in-flight holder by default (0: answer 409 at
-    once); ``max_wait``: the most a client may ask for with ``Prefer: wait=N``.
-    ``schema``: where the extension's functions are, if not on the connection's search_path.
-    """
+    #: the extension's schema, and who besides its owner may create functions in it
+    FIND_SCHEMA = (
+        "SELECT n.nspname::pg_catalog.text, (SELECT pg_catalog.string_agg(CASE WHEN a.grantee "
+        "OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'::pg_catalog.text ELSE "
+        "a.grantee::pg_catalog.regrole::pg_catalog.text END, ', '::pg_catalog.text) "
+        "FROM pg_catalog.aclexplode(n.nspacl) AS a WHERE a.privilege_type OPERATOR(pg_catalog.=) "
+        "'CREATE'::pg_catalog.text AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner) "
+        "FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n "
+        "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
+        "WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name")
 
-    def __init__(self, *, lease: float = 300.0, retention: float = 86400.0, wait: float = 0.0,
-                 max_wait: float = 0.0, retry_after: int = 1, schema: Optional[str] = None):
-        self.lease = lease
-        self.retention = retention
-        self.wait = wait
-        self.max_wait = max(max_wait, wait)
-        self.retry_after = retry_after
-        self.schema = schema
+    @classmethod
+    def found(cls, row: Any) -> "Statements":
+        """Statements for FIND_SCHEMA's row; a loud warning when others may plant functions there."""
+        if row is None:
+            raise RuntimeError("the idempotency extension is not installed in this database "
+                               "(CREATE EXTENSION idempotency)")
+        schema, writers = row
+        if writers:
+            logging.getLogger("idempotency_http").warning(
+                "schema %s of the idempotency extension is writable by %s: they can plant "
+                "look-alike functions there (the adapter's calls are typed and qualified, but "
+                "other SQL may not be); REVOKE CREATE ON SCHEMA %s FROM them", schema, writers, schema)
+        return cls(schema)
 
-    def _fn(self, name: str) -> sql.Composable:
-        return sql.Identifier(self.schema, name) if self.schema else sql.Identifier(name)
+    def __init__(self, schema: str):
+        s = sql.Identifier(schema)
+        self.hash_json = sql.SQL("SELECT {s}.idem_hash(%s::pg_catalog.jsonb)").format(s=s)
+        self.hash_form = sql.SQL(
+            "SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to("
+            "'form:'::pg_catalog.text OPERATOR(pg_catalog.||) {s}.idem_canonical(%s::pg_catalog.jsonb), "
+            "'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text)").format(s=s)
+        self.claim = sql.SQL(
+            "SELECT c.outcome::pg_catalog.text, c.attempt, {s}.idem_http_replay(c, %s::pg_catalog.text[]) "
+            "FROM {s}.idem_claim(%s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.text, "
+            "lease => %s::pg_catalog.interval, retention => %s::pg_catalog.interval) AS c").format(s=s)
+        response = ("{s}.idem_http_response(%s::pg_catalog.int4, %s::pg_catalog.jsonb, "
+                    "%s::pg_catalog.text, %s::pg_catalog.text[])")
+        self.complete = sql.SQL(
+            "SELECT {s}.idem_complete(%s::pg_catalog.text, %s::pg_catalog.text, " + response
+            + ", %s::pg_catalog.int4)").format(s=s)
+        self.http_fail = sql.SQL(
+            "SELECT {s}.idem_http_fail(%s::pg_catalog.text, %s::pg_catalog.text, " + response
+            + ", %s::pg_catalog.int4)").format(s=s)
+        self.fail_retryable = sql.SQL(
+            "SELECT {s}.idem_fail(%s::pg_catalog.text, %s::pg_catalog.text, true, "
+            "%s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.int4)").format(s=s)
 
-    def wait_for(self, prefer: Optional[str]) -> float:
-        asked = parse_prefer_wait(prefer)
-        return self.wait if asked is None else min(asked, self.max_wait)
-
-    async def handle(self, conn: psycopg.AsyncConnection, *, scope: str, key_header: Optional[str],
-                     body: bytes, handler: Callable[[Claim], Awaitable[HttpResponse]],
-                     wait: float = 0.0) -> HttpResponse:
-        """Run one request: claim, handler, completion; the answer to send."""
-        try:
-            key = parse_key(key_header)
-        except KeyError_ as exc:
-            return HttpResponse.problem(400, "Idempotency-Key required", str(exc))
-        try:
-            payload = json.loads(body.decode("utf-8"), parse_constant=_reject) if body.strip() else None
-        except ValueError as exc:  # UnicodeDecodeError too
-            return HttpResponse.problem(400, "Body is not JSON", str(exc))
-        try:
-            return await self._run(conn, scope, key, body, payload, handler, wait)
-        except psycopg.Error as exc:
-            if exc.sqlstate == "P4002":
-                return HttpResponse.problem(
-                    422, "Idempotency-Key reused",
-                    "This Idempotency-Key was used for a request with a different payload.")
-            raise
-
-    async def _run(self, conn, scope, key, body, payload, handler, wait) -> HttpResponse:
-        text = body.decode() if body.strip() else "null"
-        failure: Optional[BaseException] = None
-        async with conn.transaction():
-            claim_sql = sql.SQL(
-                "SELECT c.outcome::pg_catalog.text, c.attempt, c.recovery_point, {replay}(c) "
-                "FROM {claim}(%s, %s, {hash}(%s::pg_catalog.jsonb), lease => %s::pg_catalog.interval, "
-                "retention => %s::pg_catalog.interval{wait}) AS c"
-            ).format(replay=self._fn("idem_http_replay"), claim=self._fn("idem_claim"),
-                     hash=self._fn("idem_hash"),
-                     wait=sql.SQL(", wait => %s::pg_catalog.interval") if wait > 0 else sql.SQL(""))
-            params = [scope, key, text, _interval(self.lease), _interval(self.retention)]
-            if wait > 0:
-                params.append(_interval(wait))
-            cur = await conn.execute(claim_sql, params)
-            outcome, attempt, recovery_point, stored = await cur.fetchone()
-            if stored is not None:
-                return HttpResponse.from_stored(stored)
-            if outcome == "processing_active":
-                return HttpResponse.problem(
-                    409, "Request in progress",
-                    "A request with this Idempotency-Key is being processed; retry later.",
-                    [("retry-after", str(self.retry_after))])
-            claim = Claim(conn, scope, key, payload, outcome, attempt, recovery_point)
-            try:
-                async with conn.transaction():  # a savepoint: undone on failure
-                    response = await handler(claim)
-                    if response.status >= 400:
-                        raise _Undo(response)
-            except _Undo as undo:
-                response = undo.response
-                if response.status >= 500 or response.status in RETRYABLE_4XX:
-                    await self._fail_retryable(conn, scope, key, attempt, f"http_{response.status}",
-                                               f"the handler answered {response.status}")
-                else:
-                    await conn.execute(
-                        sql.SQL("SELECT {fail}(%s, %s, {resp}(%s, %s::pg_catalog.jsonb, %s), %s)").format(
-                            fail=self._fn("idem_http_fail"), resp=self._fn("idem_http_response")),
-                        [scope, key, response.status, _headers_json(response), _body_text(response), attempt])
-                return response
-            except Exception as exc:  # the handler raised: this attempt failed, retryably
-                await self._fail_retryable(conn, scope, key, attempt, type(exc).__name__, str(exc))
-                failure = exc
-            else:
-                await conn.execute(
-                    sql.SQL("SELECT {complete}(%s, %s, {resp}(%s, %s::pg_catalog.jsonb, %s), %s)").format(
-                        complete=self._fn("idem_complete"), resp=self._fn("idem_http_response")),
-                    [scope, key, response.status, _headers_json(response), _body_text(response), attempt])
-                return response
-        # Only here when the handler raised: the failure is committed; let the app report it.
-        raise failure
-
-    async def _fail_retryable(self, conn, scope, key, attempt, code, message):
-        await conn.execute(
-            sql.SQL("SELECT {fail}(%s, %s, true, %s, %s, %s)").format(fail=self._fn("idem_fail")),
-            [scope, key, code[:255], message.encode()[:8000].decode(errors="ignore"), attempt])
-
-
-def _headers_json(response: HttpResponse) -> str:
-    merged: dict[str, str] = {}
-    for name, value in response.headers:
-        name = name.lower()
-        merged[name] = f"{merged[name]}, {value}" if name in merged else value
-    return json.dumps(merged)
-
-
-def _body_text(response: HttpResponse) -> Optional[str]:
-    if not response.body:
-        return None
-    try:
-        return response.body.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise TypeError("only UTF-8 text responses can be stored for replay") from exc
+    def hash_statement(self, kind: str):
+        return self.hash_json if kind == "json" else self.hash_form

@@ -1,86 +1,209 @@
-"""FastAPI / Starlette integration: a decorator for route handlers.
+"""FastAPI: a route class, so endpoints keep their own signature and return values.
 
-    from idempotency_http import Idempotency
-    from idempotency_http.fastapi import idempotent
+    from psycopg_pool import AsyncConnectionPool
+    from idempotency_http import Claim
+    from idempotency_http.fastapi import Idempotency
 
-    idem = Idempotency(max_wait=10)
+    pool = AsyncConnectionPool(DATABASE_URL, max_size=4, open=False)
+    idem = Idempotency(pool, scope=lambda request: f"{request.state.tenant} {request.url.path}")
+    router = APIRouter(route_class=idem.route)
 
-    @app.post("/payments")
-    @idempotent(idem, connection=pool.connection, scope="payments")
-    async def create_payment(request: Request, claim: Claim) -> Response:
-        await claim.conn.execute("INSERT ...")       # same transaction as the claim
-        return JSONResponse({...}, status_code=201, headers={"Location": ...})
+    @router.post("/payments", status_code=201)
+    async def create(order: Order, claim: Claim = Depends(idem.claim)) -> Payment:
+        await claim.conn.execute(...)      # in the claim's transaction
+        return Payment(...)
 
-``connection`` is a zero-argument callable returning an async context manager that yields a
-psycopg ``AsyncConnection`` (``psycopg_pool.AsyncConnectionPool.connection`` is one). No
-middleware and no connection of its own: the claim runs on the connection the handler writes
-with. The decorated endpoint takes only the ``Request`` (FastAPI sees that signature).
+The route class wraps FastAPI's own request handler: the claim comes first, then FastAPI
+parses the body, runs the dependencies and the endpoint and turns its return value (dict,
+model, Response, ``status_code=``) into the Response that is stored and sent. Routes of other
+methods (GET, ...) are left as they are. OpenAPI shows the Idempotency-Key header and the
+400/409/413/422 problem responses.
 """
 
 from __future__ import annotations
 
-import functools
 import inspect
-from typing import Any, Awaitable, Callable, Optional
+from typing import Any, Callable, Optional, Union, cast
 
-from starlette.requests import Request
+from fastapi import Depends, Header, Request
+from fastapi.exception_handlers import http_exception_handler, request_validation_exception_handler
+from fastapi.exceptions import RequestValidationError
+from fastapi.routing import APIRoute
+from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from .core import Claim, HttpResponse, Idempotency
+from .core import PROBLEM, Claim, HttpResponse, Settings
+from .engine import AsyncEngine
+
+Scope = Union[None, str, Callable[[Request], Any]]
+
+_PROBLEM_SCHEMA = {
+    "type": "object",
+    "required": ["type", "title", "status"],
+    "properties": {"type": {"type": "string", "format": "uri"}, "title": {"type": "string"},
+                   "status": {"type": "integer"}, "detail": {"type": "string"}},
+}
 
 
-def _scope_of(request: Request) -> str:
-    route = request.scope.get("route")
-    path = getattr(route, "path", None) or request.url.path
-    return f"{request.method} {path}"
+def _problem_doc(description: str, retry_after: bool = False) -> dict:
+    doc: dict = {"description": description, "content": {PROBLEM: {"schema": _PROBLEM_SCHEMA}}}
+    if retry_after:
+        doc["headers"] = {"Retry-After": {"schema": {"type": "integer"}, "description": "seconds"}}
+    return doc
 
 
-def _to_starlette(response: HttpResponse) -> Response:
-    out = Response(content=response.body, status_code=response.status)
-    for name, value in response.headers:
-        if name.lower() != "content-length":  # Response sets it from the body
-            out.headers.append(name, value)
-    return out
+OPENAPI_RESPONSES = {
+    400: _problem_doc("Idempotency-Key header missing or malformed, or a JSON body that is not JSON"),
+    409: _problem_doc("A request with this Idempotency-Key is being processed", retry_after=True),
+    413: _problem_doc("Request body is too large"),
+    422: _problem_doc("Idempotency-Key was used for a different request (or the request is invalid)"),
+}
+
+
+def idempotent(*, scope: Scope = None, enabled: bool = True):
+    """Per-endpoint options (the function is returned unchanged): its own ``scope``, or
+    ``enabled=False`` to leave a POST route out."""
+
+    def mark(endpoint):
+        endpoint.__idempotency__ = {"scope": scope, "enabled": enabled}
+        return endpoint
+
+    return mark
+
+
+class _IdempotentRoute(APIRoute):
+    idempotency: "Idempotency"
+
+    def __init__(self, path: str, endpoint: Callable[..., Any], **kwargs: Any) -> None:
+        idem = self.idempotency
+        opts = getattr(endpoint, "__idempotency__", {})
+        methods = {m.upper() for m in (kwargs.get("methods") or ["GET"])}
+        self.claimed = frozenset() if not opts.get("enabled", True) else methods & frozenset(idem.settings.methods)
+        self.scope_option = opts.get("scope") or idem.scope
+        if self.claimed:
+            header = _required_key if methods <= self.claimed else _optional_key
+            kwargs["dependencies"] = [Depends(header), *(kwargs.get("dependencies") or [])]
+            kwargs["responses"] = {**OPENAPI_RESPONSES, **(kwargs.get("responses") or {})}
+        super().__init__(path, endpoint, **kwargs)
+
+    def get_route_handler(self) -> Callable[[Request], Any]:
+        original = super().get_route_handler()
+        if not self.claimed:
+            return original
+
+        async def handler(request: Request) -> Response:
+            if request.method.upper() not in self.claimed:
+                return await original(request)
+            return await self.idempotency.serve(request, original, self)
+
+        return handler
+
+
+async def _required_key(
+        idempotency_key: str = Header(alias="Idempotency-Key", description=(
+            "A unique key for this request (a UUID, bare or as an RFC 8941 string); "
+            "a retry sends the same key and gets the stored response"))) -> None:
+    """Only documents the header: the route class has checked it before FastAPI runs."""
+
+
+async def _optional_key(
+        idempotency_key: Optional[str] = Header(None, alias="Idempotency-Key", description=(
+            "Required on the idempotent methods of this path"))) -> None:
+    """Only documents the header."""
+
+
+class Idempotency:
+    """The contract for FastAPI apps on a psycopg ``AsyncConnectionPool``.
+
+    ``pool``: an AsyncConnectionPool, or any zero-argument callable giving an async context
+    manager that yields an AsyncConnection. ``scope``: None (``"<METHOD> <route path>"``), a
+    string, or a callable(request) -> str (sync or async), e.g. per tenant. Other keywords are
+    :class:`idempotency_http.Settings` fields (methods, max_body_bytes, max_wait, ...).
+    """
+
+    def __init__(self, pool: Any, *, scope: Scope = None, **settings: Any) -> None:
+        connection = pool.connection if hasattr(pool, "connection") else pool
+        self.settings = Settings(**settings)
+        self.engine = AsyncEngine(self.settings, connection)
+        self.scope = scope
+        #: ``APIRouter(route_class=idem.route)`` or ``app.router.route_class = idem.route``
+        self.route = type("IdempotentRoute", (_IdempotentRoute,), {"idempotency": self})
+
+    @staticmethod
+    def claim(request: Request) -> Claim:
+        """Dependency: the claim of this request (its ``conn`` is in the claim's transaction)."""
+        claim = getattr(request.state, "idempotency", None)
+        if claim is None:
+            raise RuntimeError("this route is not idempotent: use route_class=idem.route on its router")
+        return claim
+
+    async def _scope_of(self, request: Request, route: _IdempotentRoute) -> str:
+        option = route.scope_option
+        if option is None:
+            return f"{request.method.upper()} {route.path}"
+        if isinstance(option, str):
+            return option
+        value = option(request)
+        return await value if inspect.isawaitable(value) else value
+
+    async def serve(self, request: Request, original: Callable[[Request], Any],
+                    route: _IdempotentRoute) -> Response:
+        length = request.headers.get("content-length")
+        body = None
+        if not self.engine.too_large(int(length) if length and length.isdigit() else None):
+            body = await _read_body(request, self.settings.max_body_bytes)
+        prepared = self.engine.prepare(
+            await self._scope_of(request, route), request.headers.getlist("idempotency-key"),
+            request.headers.get("content-type"), request.headers.get("prefer"), body)
+        if isinstance(prepared, HttpResponse):
+            return _to_starlette(prepared)
+
+        async def call(claim: Claim) -> HttpResponse:
+            request.state.idempotency = claim
+            try:
+                response = await original(request)
+            except (HTTPException, RequestValidationError) as exc:
+                response = await _app_handler(request, exc)
+            return _from_starlette(response)
+
+        answer = await self.engine.handle(prepared, call)
+        return answer.native if answer.native is not None else _to_starlette(answer)
+
+
+async def _read_body(request: Request, limit: int) -> Optional[bytes]:
+    """The body, or None past ``limit``; kept on the request for FastAPI to parse."""
+    chunks, size = [], 0
+    async for chunk in request.stream():
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._body = body  # Starlette's cache: request.body()/json()/form() read it from here
+    return body
+
+
+async def _app_handler(request: Request, exc: Exception) -> Response:
+    """The app's own handler for HTTPException / RequestValidationError (or FastAPI's)."""
+    handlers = getattr(request.app, "exception_handlers", {})
+    for cls in type(exc).__mro__:
+        if cls in handlers:
+            result = handlers[cls](request, exc)
+            return await result if inspect.isawaitable(result) else result
+    if isinstance(exc, RequestValidationError):
+        return await request_validation_exception_handler(request, exc)
+    return await http_exception_handler(request, cast(HTTPException, exc))
 
 
 def _from_starlette(response: Response) -> HttpResponse:
-    body = getattr(response, "body", None)
-    if body is None:
-        raise TypeError("a streaming response cannot be stored for replay")
+    body = getattr(response, "body", None)  # None: a streaming or file response, not stored
     headers = [(k.decode("latin-1"), v.decode("latin-1")) for k, v in response.raw_headers]
-    return HttpResponse(response.status_code, headers, bytes(body))
+    return HttpResponse(response.status_code, headers, None if body is None else bytes(body), native=response)
 
 
-def idempotent(idem: Idempotency, *, connection: Callable[[], Any], scope: Optional[str] = None,
-               tenant: Optional[Callable[[Request], Optional[str]]] = None):
-    """Decorate ``async def handler(request, claim) -> Response``.
-
-    ``scope``: the claim's scope (default: ``"<METHOD> <route path>"``); ``tenant``: a function
-    of the request whose value, when not None, prefixes the scope (``"<tenant>/<scope>"``), so
-    tenants never share keys.
-    """
-
-    def decorate(handler: Callable[[Request, Claim], Awaitable[Response]]):
-        @functools.wraps(handler)
-        async def endpoint(request: Request) -> Response:
-            route_scope = scope or _scope_of(request)
-            owner = tenant(request) if tenant else None
-            full_scope = f"{owner}/{route_scope}" if owner is not None else route_scope
-            body = await request.body()
-
-            async def run(claim: Claim) -> HttpResponse:
-                return _from_starlette(await handler(request, claim))
-
-            async with connection() as conn:
-                answer = await idem.handle(
-                    conn, scope=full_scope, key_header=request.headers.get("idempotency-key"),
-                    body=body, handler=run, wait=idem.wait_for(request.headers.get("prefer")))
-            return _to_starlette(answer)
-
-        # FastAPI reads the signature: the endpoint takes the request only.
-        endpoint.__signature__ = inspect.Signature(
-            [inspect.Parameter("request", inspect.Parameter.POSITIONAL_OR_KEYWORD, annotation=Request)])
-        del endpoint.__wrapped__
-        return endpoint
-
-    return decorate
+def _to_starlette(response: HttpResponse) -> Response:
+    out = Response(content=response.body or b"", status_code=response.status)
+    for name, value in response.headers:
+        if name.lower() != "content-length":
+            out.headers.append(name, value)
+    return out

@@ -1,0 +1,306 @@
+"""One request through the contract, synchronously (Flask, Django) or asynchronously (FastAPI).
+
+    claim (in a transaction) -> replay | 409 | wait | run the handler in a savepoint, then
+    complete / final failure / retryable failure, commit.
+
+A duplicate that waits (Prefer: wait=N) never keeps a connection or a transaction while it
+sleeps: it claims without waiting, rolls back, gives the connection back, sleeps 50..500 ms and
+tries again until its deadline.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import logging
+import threading
+import time
+from typing import Any, Awaitable, Callable, ContextManager, Optional, Sequence
+
+from .core import (Claim, HttpResponse, Settings, Statements, interval, replayed,
+                   stored_parts)
+from .keys import BodyNotJson, KeyProblem, fingerprint_plan, parse_key
+
+log = logging.getLogger("idempotency_http")
+
+
+class _Answer(Exception):
+    """Leaves the transaction (rolled back) with a response."""
+
+    def __init__(self, response: HttpResponse):
+        super().__init__(response.status)
+        self.response = response
+
+
+class _Again(Exception):
+    """The key is in flight and the request may still wait: roll back, sleep, claim again."""
+
+
+class _Undo(Exception):
+    """Rolls the handler's savepoint back, keeping its response."""
+
+    def __init__(self, response: HttpResponse, verdict: str):
+        super().__init__(response.status)
+        self.response, self.verdict = response, verdict
+
+
+class _Request:
+    """What the engine needs of a request, after the framework layer read its body."""
+
+    def __init__(self, settings: Settings, scope: str, key_values: Sequence[str],
+                 content_type: Optional[str], prefer: Optional[str], body: bytes):
+        self.scope = scope
+        self.key = parse_key(key_values)
+        self.plan = fingerprint_plan(content_type, body)
+        self.wait = settings.wait_for(prefer)
+
+
+class _Base:
+    def __init__(self, settings: Settings):
+        self.settings = settings
+        self.statements: Optional[Statements] = (
+            Statements(settings.schema) if settings.schema else None)
+        self.waiters = 0
+        self._lock = threading.Lock()
+
+    def prepare(self, scope: str, key_values: Sequence[str], content_type: Optional[str],
+                prefer: Optional[str], body: Optional[bytes]):
+        """A _Request, or the problem that answers the request at once."""
+        s = self.settings
+        try:
+            if body is None:
+                parse_key(key_values)  # a missing key is said before a large body
+                return s.problem("body-too-large", f"The request body is over {s.max_body_bytes} bytes.")
+            return _Request(s, scope, key_values, content_type, prefer, body)
+        except KeyProblem as exc:
+            slug = "key-required" if exc.required else "key-malformed"
+            return s.problem(slug, str(exc)[:1].upper() + str(exc)[1:] + ".")
+        except BodyNotJson as exc:
+            return s.problem("body-not-json", str(exc)[:1].upper() + str(exc)[1:] + ".")
+
+    @property
+    def st(self) -> Statements:
+        assert self.statements is not None, "the schema is looked up before the first statement"
+        return self.statements
+
+    def too_large(self, content_length: Optional[int]) -> bool:
+        return content_length is not None and content_length > self.settings.max_body_bytes
+
+    def claim_params(self, req: _Request, request_hash: str) -> list:
+        s = self.settings
+        return [list(s.replay_headers), req.scope, req.key, request_hash,
+                interval(s.lease), interval(s.retention)]
+
+    def on_claim(self, row, deadline: float, registered: bool) -> Optional[HttpResponse]:
+        """The answer, or None to run the handler; raises _Again to wait (counted as a waiter)."""
+        outcome, _attempt, stored = row
+        if stored is not None:
+            return replayed(stored)
+        if outcome != "processing_active":
+            return None
+        if time.monotonic() >= deadline:
+            return self.settings.in_flight(
+                "A request with this Idempotency-Key is being processed; retry later.")
+        if not registered:
+            with self._lock:
+                if self.waiters >= self.settings.max_waiters:
+                    return self.settings.in_flight(
+                        "Too many requests of this process are waiting; retry later.",
+                        "too-many-waiters")
+                self.waiters += 1
+        raise _Again()
+
+    def unregister(self) -> None:
+        with self._lock:
+            self.waiters -= 1
+
+    def verdict_of(self, response: HttpResponse) -> str:
+        verdict = self.settings.statuses(response.status)
+        if verdict not in ("complete", "fail", "retry"):
+            raise ValueError(f"statuses({response.status}) gave {verdict!r}")
+        if verdict == "fail" and response.status < 400:
+            raise ValueError("a final failure needs an error status (400-599)")
+        return verdict
+
+    def finish_statement(self, req: _Request, attempt: int, response: HttpResponse, verdict: str):
+        st, keep = self.st, list(self.settings.replay_headers)
+        if verdict == "retry":
+            return st.fail_retryable, [req.scope, req.key, f"http_{response.status}",
+                                       f"the handler answered {response.status}", attempt]
+        headers, body = stored_parts(response, self.settings, verdict, keep)
+        stmt = st.complete if verdict == "complete" else st.http_fail
+        return stmt, [req.scope, req.key, response.status, json.dumps(headers), body, keep, attempt]
+
+    def crashed(self, req: _Request, attempt: int, exc: BaseException):
+        log.error("idempotency_http: the handler raised (scope %r, key %r)", req.scope, req.key,
+                  exc_info=exc)
+        problem = self.settings.problem(
+            "internal-error", "The request failed; it may be retried with the same Idempotency-Key.")
+        return problem, (self.st.fail_retryable,
+                         [req.scope, req.key, "handler_error", f"the handler raised {type(exc).__name__}", attempt])
+
+
+def _sqlstate(exc: BaseException) -> str:
+    """The SQLSTATE of a psycopg error, also when Django wrapped it (as its __cause__)."""
+    for err in (exc, exc.__cause__):
+        code = getattr(err, "sqlstate", None)
+        if code:
+            return code
+    return ""
+
+
+class SyncEngine(_Base):
+    """``session()``: a context manager yielding a session (PsycopgSession, or the Django
+    layer's DjangoSession): ``one(statement, params)``, ``transaction()``, ``handle``."""
+
+    def __init__(self, settings: Settings, session: Callable[[], ContextManager[Any]]):
+        super().__init__(settings)
+        self.session = session
+
+    def handle(self, req: _Request, call: Callable[[Claim], HttpResponse]) -> HttpResponse:
+        deadline, delay, registered = time.monotonic() + req.wait, 0.05, False
+        try:
+            while True:
+                try:
+                    with self.session() as sess:
+                        return self._once(sess, req, deadline, registered, call)
+                except _Again:
+                    registered = True
+                except _Answer as answer:
+                    return answer.response
+                time.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+                delay = min(delay * 2, 0.5)
+        finally:
+            if registered:
+                self.unregister()
+
+    def _once(self, sess, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
+        if self.statements is None:
+            with sess.transaction():
+                self.statements = Statements.found(sess.one(Statements.FIND_SCHEMA, []))
+        with sess.transaction():
+            request_hash = self._hash(sess, req)
+            try:
+                row = sess.one(self.st.claim, self.claim_params(req, request_hash))
+            except Exception as exc:
+                if _sqlstate(exc) == "P4002":
+                    raise _Answer(self.settings.problem(
+                        "payload-mismatch", "This Idempotency-Key was used for a request with another body.")) from None
+                raise
+            answer = self.on_claim(row, deadline, registered)
+            if answer is not None:
+                return answer
+            attempt = row[1]
+            claim = Claim(sess.handle, req.scope, req.key, row[0], attempt)
+            try:
+                with sess.transaction():  # a savepoint: undone unless the response is stored as complete
+                    response = call(claim)
+                    verdict = self.verdict_of(response)
+                    if verdict != "complete":
+                        raise _Undo(response, verdict)
+            except _Undo as undo:
+                response, verdict = undo.response, undo.verdict
+            except Exception as exc:
+                response, (stmt, params) = self.crashed(req, attempt, exc)
+                sess.one(stmt, params)
+                return response
+            sess.one(*self.finish_statement(req, attempt, response, verdict))
+            return response
+
+    def _hash(self, sess, req: _Request) -> str:
+        kind, value = req.plan
+        if kind == "hash":
+            return value
+        try:  # a failure aborts the claim's transaction, which _Answer then rolls back
+            return sess.one(self.st.hash_statement(kind), [value])[0]
+        except Exception as exc:
+            if _sqlstate(exc).startswith("22"):
+                raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
+            raise
+
+
+class AsyncEngine(_Base):
+    """``connection()``: an async context manager yielding a psycopg AsyncConnection
+    (``psycopg_pool.AsyncConnectionPool.connection``)."""
+
+    def __init__(self, settings: Settings, connection: Callable[[], Any]):
+        super().__init__(settings)
+        self.connection = connection
+
+    async def handle(self, req: _Request, call: Callable[[Claim], Awaitable[HttpResponse]]) -> HttpResponse:
+        deadline, delay, registered = time.monotonic() + req.wait, 0.05, False
+        try:
+            while True:
+                try:
+                    async with self.connection() as conn:
+                        return await self._once(conn, req, deadline, registered, call)
+                except _Again:
+                    registered = True
+                except _Answer as answer:
+                    return answer.response
+                await asyncio.sleep(max(0.0, min(delay, deadline - time.monotonic())))
+                delay = min(delay * 2, 0.5)
+        finally:
+            if registered:
+                self.unregister()
+
+    async def _one(self, conn, stmt, params):
+        cur = await conn.execute(stmt, params)
+        return await cur.fetchone()
+
+    async def _once(self, conn, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
+        if self.statements is None:
+            async with conn.transaction():
+                self.statements = Statements.found(await self._one(conn, Statements.FIND_SCHEMA, []))
+        async with conn.transaction():
+            request_hash = await self._hash(conn, req)
+            try:
+                row = await self._one(conn, self.st.claim, self.claim_params(req, request_hash))
+            except Exception as exc:
+                if _sqlstate(exc) == "P4002":
+                    raise _Answer(self.settings.problem(
+                        "payload-mismatch", "This Idempotency-Key was used for a request with another body.")) from None
+                raise
+            answer = self.on_claim(row, deadline, registered)
+            if answer is not None:
+                return answer
+            attempt = row[1]
+            claim = Claim(conn, req.scope, req.key, row[0], attempt)
+            try:
+                async with conn.transaction():  # a savepoint: undone unless stored as complete
+                    response = await call(claim)
+                    verdict = self.verdict_of(response)
+                    if verdict != "complete":
+                        raise _Undo(response, verdict)
+            except _Undo as undo:
+                response, verdict = undo.response, undo.verdict
+            except Exception as exc:
+                response, (stmt, params) = self.crashed(req, attempt, exc)
+                await self._one(conn, stmt, params)
+                return response
+            await self._one(conn, *self.finish_statement(req, attempt, response, verdict))
+            return response
+
+    async def _hash(self, conn, req: _Request) -> str:
+        kind, value = req.plan
+        if kind == "hash":
+            return value
+        try:  # a failure aborts the claim's transaction, which _Answer then rolls back
+            return (await self._one(conn, self.st.hash_statement(kind), [value]))[0]
+        except Exception as exc:
+            if _sqlstate(exc).startswith("22"):
+                raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
+            raise
+
+
+class PsycopgSession:
+    """A Session over a sync psycopg connection: ``one``, ``transaction``, ``handle``."""
+
+    def __init__(self, conn):
+        self.handle = conn
+
+    def one(self, stmt, params):
+        return self.handle.execute(stmt, params).fetchone()
+
+    def transaction(self):
+        return self.handle.transaction()

@@ -1,0 +1,114 @@
+"""Flask: a view decorator on a psycopg ``ConnectionPool`` (synchronous psycopg 3).
+
+    from psycopg_pool import ConnectionPool
+    from idempotency_http.flask import Idempotency
+
+    pool = ConnectionPool(DATABASE_URL, max_size=4)
+    idem = Idempotency(pool, scope=lambda request: f"{g.tenant} {request.url_rule.rule}")
+
+    @app.post("/payments")
+    @idem.idempotent()
+    def create_payment():
+        idem.claim.conn.execute(...)        # in the claim's transaction
+        return {"id": 7}, 201
+
+The view keeps its signature and returns whatever Flask accepts; GET, HEAD, OPTIONS (and
+methods not in ``methods``) run the view as it is.
+"""
+
+from __future__ import annotations
+
+import functools
+from typing import Any, Callable, Optional, Union
+
+from flask import Response, current_app, g, request
+from werkzeug.exceptions import HTTPException
+
+from .core import Claim, HttpResponse, Settings
+from .engine import PsycopgSession, SyncEngine
+
+Scope = Union[None, str, Callable[[Any], str]]
+
+
+class Idempotency:
+    """``pool``: a psycopg_pool ConnectionPool (or a callable giving a context manager that
+    yields a psycopg Connection). ``scope``: None (``"<METHOD> <url rule>"``), a string or a
+    callable(request) -> str. Other keywords are :class:`idempotency_http.Settings` fields."""
+
+    def __init__(self, pool: Any, *, scope: Scope = None, **settings: Any) -> None:
+        connection = pool.connection if hasattr(pool, "connection") else pool
+        self.settings = Settings(**settings)
+
+        class _Session:
+            def __enter__(s):
+                s.cm = connection()
+                return PsycopgSession(s.cm.__enter__())
+
+            def __exit__(s, *exc):
+                return s.cm.__exit__(*exc)
+
+        self.engine = SyncEngine(self.settings, _Session)
+        self.scope = scope
+
+    @property
+    def claim(self) -> Claim:
+        """The claim of the current request (its ``conn`` is in the claim's transaction)."""
+        claim = g.get("idempotency")
+        if claim is None:
+            raise RuntimeError("no idempotent request is running here")
+        return claim
+
+    def _scope_of(self, option: Scope) -> str:
+        if option is None:
+            rule = request.url_rule.rule if request.url_rule is not None else request.path
+            return f"{request.method.upper()} {rule}"
+        return option if isinstance(option, str) else option(request)
+
+    def idempotent(self, *, scope: Scope = None) -> Callable:
+        """Decorate a view (under ``@app.post`` / ``@app.route``)."""
+
+        def decorate(view: Callable) -> Callable:
+            @functools.wraps(view)
+            def wrapper(*args: Any, **kwargs: Any):
+                if request.method.upper() not in self.settings.methods:
+                    return view(*args, **kwargs)
+                return self._serve(scope if scope is not None else self.scope, view, args, kwargs)
+
+            return wrapper
+
+        return decorate
+
+    def _serve(self, scope: Scope, view: Callable, args, kwargs) -> Response:
+        body: Optional[bytes] = None
+        if not self.engine.too_large(request.content_length):
+            body = request.get_data(cache=True)  # form/json parsing later reads this copy
+            if len(body) > self.settings.max_body_bytes:
+                body = None
+        prepared = self.engine.prepare(
+            self._scope_of(scope), request.headers.getlist("Idempotency-Key"),
+            request.headers.get("Content-Type"), request.headers.get("Prefer"), body)
+        if isinstance(prepared, HttpResponse):
+            return _to_flask(prepared)
+
+        def call(claim: Claim) -> HttpResponse:
+            g.idempotency = claim
+            try:
+                rv = current_app.make_response(view(*args, **kwargs))
+            except HTTPException as exc:  # abort(404) and friends: Flask's own answer
+                rv = current_app.make_response(current_app.handle_http_exception(exc))
+            finally:
+                g.pop("idempotency", None)
+            body = None if rv.is_streamed else rv.get_data()
+            return HttpResponse(rv.status_code, list(rv.headers.items()), body, native=rv)
+
+        answer = self.engine.handle(prepared, call)
+        return answer.native if answer.native is not None else _to_flask(answer)
+
+
+def _to_flask(response: HttpResponse) -> Response:
+    out = Response(response.body or b"", status=response.status)
+    out.headers.clear()
+    for name, value in response.headers:
+        if name.lower() != "content-length":
+            out.headers.add(name, value)
+    return out

@@ -1,0 +1,61 @@
+"""What the three example apps (FastAPI, Flask, Django) share: the tables, the settings and a
+run counter. The apps serve the same routes, so one test suite runs against each."""
+
+import os
+import threading
+
+import psycopg
+
+DATABASE_URL = os.environ["DATABASE_URL"]
+#: the contract's settings for the examples: the tests' extra replayed header, a pool of 4;
+#: IDEM_EXAMPLE_* variables change the others (tests/test_settings.py)
+SETTINGS: dict = {"replay_headers": ["x-extra"], "max_wait": 10.0}
+if os.environ.get("IDEM_EXAMPLE_METHODS"):
+    SETTINGS["methods"] = os.environ["IDEM_EXAMPLE_METHODS"].split(",")
+if os.environ.get("IDEM_EXAMPLE_MAX_WAITERS"):
+    SETTINGS["max_waiters"] = int(os.environ["IDEM_EXAMPLE_MAX_WAITERS"])
+if os.environ.get("IDEM_EXAMPLE_PROBLEM_BASE"):
+    SETTINGS["problem_base"] = os.environ["IDEM_EXAMPLE_PROBLEM_BASE"]
+if os.environ.get("IDEM_EXAMPLE_RETRY_404"):
+    from idempotency_http import default_statuses
+
+    SETTINGS["statuses"] = lambda status: "retry" if status == 404 else default_statuses(status)
+POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
+TENANT_HEADER = "X-Tenant"
+
+_runs: dict = {}
+_lock = threading.Lock()
+
+
+def count_run(name: str) -> None:
+    """Handler runs that leave no row (their writes are rolled back), counted in the process."""
+    with _lock:
+        _runs[name] = _runs.get(name, 0) + 1
+
+
+def runs(name: str) -> int:
+    with _lock:
+        return _runs.get(name, 0)
+
+
+def tenant_scope(request) -> str:
+    """The recommended scope: the caller's tenant (here a header; in an app, the principal)."""
+    return f"tenant:{request.headers.get(TENANT_HEADER, 'none')} payments"
+
+
+def big(size: int) -> str:
+    return "x" * size
+
+
+def create_tables() -> None:
+    with psycopg.connect(DATABASE_URL, autocommit=True) as conn:
+        conn.execute("CREATE TABLE IF NOT EXISTS payments (id bigserial PRIMARY KEY, idem_key text, "
+                     "order_id text, amount numeric, tenant text)")
+        conn.execute("CREATE TABLE IF NOT EXISTS effects (id bigserial PRIMARY KEY, route text, "
+                     "idem_key text, body_len int)")
+
+
+INSERT_PAYMENT = ("INSERT INTO payments (idem_key, order_id, amount, tenant) "
+                  "VALUES (%s::text, %s::text, %s::text::numeric, %s::text) RETURNING id, amount::text")
+INSERT_EFFECT = ("INSERT INTO effects (route, idem_key, body_len) VALUES (%s::text, %s::text, %s::int4) "
+                 "RETURNING id")

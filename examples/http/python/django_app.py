@@ -1,0 +1,147 @@
+"""The Django example in one file: the same routes as fastapi_app.py, on Django's own
+psycopg 3 connection, served by werkzeug's threaded WSGI server (PORT)."""
+
+import json
+import os
+import sys
+import time
+from urllib.parse import urlparse
+
+import django
+from django.conf import settings
+
+url = urlparse(os.environ["DATABASE_URL"])
+settings.configure(
+    DEBUG=False, ROOT_URLCONF=__name__, ALLOWED_HOSTS=["127.0.0.1", "localhost"], SECRET_KEY="example",
+    MIDDLEWARE=[], INSTALLED_APPS=[],
+    DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"),
+                           "USER": url.username or "", "PASSWORD": url.password or "",
+                           "HOST": url.hostname or "", "PORT": str(url.port or "")}},
+    LOGGING_CONFIG=None)
+django.setup()
+
+from django.db import connection  # noqa: E402
+from django.http import Http404, HttpResponse, JsonResponse  # noqa: E402
+from django.urls import path  # noqa: E402
+from django.views.decorators.http import require_http_methods  # noqa: E402
+
+import common  # noqa: E402
+from idempotency_http.django import Idempotency  # noqa: E402
+
+common.create_tables()
+idem = Idempotency(**common.SETTINGS)
+
+
+def one(query, params):
+    with connection.cursor() as cur:
+        cur.execute(query, params)
+        return cur.fetchone()
+
+
+@require_http_methods(["POST"])
+@idem.idempotent()
+def create_payment(request):
+    try:
+        body = json.loads(request.body or b"null")
+    except ValueError:
+        body = None
+    body = body if isinstance(body, dict) else {}
+    if body.get("order_id") is None or body.get("amount") is None:
+        return JsonResponse({"type": "about:blank", "title": "order_id and amount are required", "status": 400},
+                            status=400, content_type="application/problem+json")
+    pid, amount = one(common.INSERT_PAYMENT, [request.idempotency.key, str(body["order_id"]), str(body["amount"]), None])
+    if request.headers.get("x-test-sleep-after-insert"):
+        time.sleep(float(request.headers["x-test-sleep-after-insert"]))
+    response = JsonResponse({"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}, status=201)
+    response["Location"] = f"/payments/{pid}"
+    return response
+
+
+@idem.idempotent()
+def echo(request):
+    eid = None
+    if request.method == "POST":
+        (eid,) = one(common.INSERT_EFFECT, ["echo", request.idempotency.key, len(request.body)])
+    return JsonResponse({"effect_id": eid, "bytes": len(request.body), "method": request.method}, status=201)
+
+
+@idem.idempotent()
+def slow(request):
+    (eid,) = one(common.INSERT_EFFECT, ["slow", request.idempotency.key, 0])
+    time.sleep(float(request.GET.get("seconds", "1")))
+    return JsonResponse({"effect_id": eid}, status=201)
+
+
+@idem.idempotent()
+def error_big(request):
+    common.count_run("error-big")
+    return HttpResponse(common.big(int(request.GET["size"])), status=int(request.GET.get("status", "400")),
+                        content_type="text/plain")
+
+
+@idem.idempotent()
+def ok_big(request):
+    size = int(request.GET["size"])
+    (eid,) = one(common.INSERT_EFFECT, ["ok-big", request.idempotency.key, size])
+    response = HttpResponse(common.big(size), content_type="text/plain")
+    response["X-Effect"] = str(eid)
+    return response
+
+
+@idem.idempotent()
+def boom(request):
+    common.count_run("boom")
+    one(common.INSERT_EFFECT, ["boom", request.idempotency.key, 0])
+    raise RuntimeError("secret-internal-text password=hunter2")
+
+
+@idem.idempotent()
+def headers(request):
+    response = JsonResponse({"ok": True}, status=201)
+    for name, value in [("Set-Cookie", "session=secret"), ("Refresh", "0; url=https://evil.example"),
+                        ("X-Extra", "kept"), ("X-Other", "dropped"), ("Location", "/things/1")]:
+        response[name] = value
+    return response
+
+
+@idem.idempotent()
+def status(request, code):
+    common.count_run(f"status-{code}")
+    return JsonResponse({"status": code}, status=code)
+
+
+@idem.idempotent(scope=common.tenant_scope)
+def tenant_payment(request):
+    body = json.loads(request.body)
+    tenant = request.headers[common.TENANT_HEADER]
+    pid, _ = one(common.INSERT_PAYMENT, [request.idempotency.key, body["order_id"], str(body["amount"]), tenant])
+    return JsonResponse({"payment_id": pid, "tenant": tenant}, status=201)
+
+
+@idem.idempotent()
+def django_404(request):
+    common.count_run("django-404")
+    raise Http404("no such order")
+
+
+def runs(request, name):
+    return JsonResponse({"runs": common.runs(name)})
+
+
+urlpatterns = [
+    path("payments", create_payment), path("echo", echo), path("slow", slow),
+    path("error-big", error_big), path("ok-big", ok_big), path("boom", boom), path("headers", headers),
+    path("status/<int:code>", status), path("tenant/payments", tenant_payment),
+    path("django/404", django_404), path("runs/<str:name>", runs),
+]
+
+if __name__ == "__main__":
+    from django.core.wsgi import get_wsgi_application
+    import logging
+
+    from werkzeug.serving import run_simple
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+
+    sys.stdout.flush()
+    run_simple("127.0.0.1", int(os.environ["PORT"]), get_wsgi_application(), threaded=True)

@@ -1,0 +1,159 @@
+"""The FastAPI example: idempotent routes through the route class, endpoints in FastAPI's own
+style (Pydantic models, Depends, Header, dict or model returns, status_code=)."""
+
+import asyncio
+from contextlib import asynccontextmanager
+from typing import Optional
+
+from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request, Response
+from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
+from psycopg_pool import AsyncConnectionPool
+from pydantic import BaseModel
+
+import common
+from idempotency_http import Claim
+from idempotency_http.fastapi import Idempotency, idempotent
+
+common.create_tables()
+pool = AsyncConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE, open=False)
+idem = Idempotency(pool, **common.SETTINGS)
+
+
+@asynccontextmanager
+async def lifespan(_app):
+    await pool.open(wait=True)
+    yield
+    await pool.close()
+
+
+app = FastAPI(lifespan=lifespan)
+router = APIRouter(route_class=idem.route)
+
+
+class Order(BaseModel):
+    order_id: str
+    amount: float
+
+
+class Payment(BaseModel):
+    payment_id: int
+    order_id: str
+    amount: str
+
+
+async def one(claim: Claim, query: str, params):
+    cur = await claim.conn.execute(query, params)
+    return await cur.fetchone()
+
+
+@router.post("/payments", status_code=201)
+async def create_payment(request: Request, response: Response, claim: Claim = Depends(idem.claim)):
+    body = await request.json() if await request.body() else None
+    body = body if isinstance(body, dict) else {}
+    if body.get("order_id") is None or body.get("amount") is None:
+        return JSONResponse({"type": "about:blank", "title": "order_id and amount are required",
+                             "status": 400}, status_code=400, media_type="application/problem+json")
+    pid, amount = await one(claim, common.INSERT_PAYMENT, [claim.key, str(body["order_id"]), str(body["amount"]), None])
+    if request.headers.get("x-test-sleep-after-insert"):
+        await asyncio.sleep(float(request.headers["x-test-sleep-after-insert"]))
+    response.headers["Location"] = f"/payments/{pid}"
+    return {"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}
+
+
+@router.api_route("/echo", methods=["GET", "POST", "PUT"])
+async def echo(request: Request):
+    body = await request.body()
+    if request.method == "POST":
+        claim = idem.claim(request)
+        (eid,) = await one(claim, common.INSERT_EFFECT, ["echo", claim.key, len(body)])
+    else:
+        eid = None
+    return JSONResponse({"effect_id": eid, "bytes": len(body), "method": request.method}, status_code=201)
+
+
+@router.post("/slow", status_code=201)
+async def slow(seconds: float = 1.0, claim: Claim = Depends(idem.claim)):
+    (eid,) = await one(claim, common.INSERT_EFFECT, ["slow", claim.key, 0])
+    await asyncio.sleep(seconds)
+    return {"effect_id": eid}
+
+
+@router.post("/error-big")
+async def error_big(size: int, status: int = 400):
+    common.count_run("error-big")
+    return PlainTextResponse(common.big(size), status_code=status)
+
+
+@router.post("/ok-big")
+async def ok_big(size: int, claim: Claim = Depends(idem.claim)):
+    (eid,) = await one(claim, common.INSERT_EFFECT, ["ok-big", claim.key, size])
+    return PlainTextResponse(common.big(size), headers={"X-Effect": str(eid)})
+
+
+@router.post("/boom")
+async def boom(claim: Claim = Depends(idem.claim)):
+    common.count_run("boom")
+    await one(claim, common.INSERT_EFFECT, ["boom", claim.key, 0])
+    raise RuntimeError("secret-internal-text password=hunter2")
+
+
+@router.post("/headers", status_code=201)
+async def headers(response: Response):
+    response.headers["Set-Cookie"] = "session=secret"
+    response.headers["Refresh"] = "0; url=https://evil.example"
+    response.headers["X-Extra"] = "kept"
+    response.headers["X-Other"] = "dropped"
+    response.headers["Location"] = "/things/1"
+    return {"ok": True}
+
+
+@router.post("/status/{code}")
+async def status(code: int):
+    common.count_run(f"status-{code}")
+    return JSONResponse({"status": code}, status_code=code)
+
+
+@router.post("/tenant/payments", status_code=201)
+@idempotent(scope=common.tenant_scope)
+async def tenant_payment(order: Order, claim: Claim = Depends(idem.claim),
+                         x_tenant: str = Header(...)):
+    pid, amount = await one(claim, common.INSERT_PAYMENT, [claim.key, order.order_id, str(order.amount), x_tenant])
+    return {"payment_id": pid, "tenant": x_tenant}
+
+
+@router.post("/fa/model", status_code=201, response_model=Payment)
+async def fa_model(order: Order, claim: Claim = Depends(idem.claim),
+                   x_request_id: Optional[str] = Header(None)) -> Payment:
+    pid, amount = await one(claim, common.INSERT_PAYMENT, [claim.key, order.order_id, str(order.amount), x_request_id])
+    return Payment(payment_id=pid, order_id=order.order_id, amount=amount)
+
+
+@router.post("/fa/dict")
+async def fa_dict(order: Order, claim: Claim = Depends(idem.claim)) -> dict:
+    pid, _ = await one(claim, common.INSERT_PAYMENT, [claim.key, order.order_id, str(order.amount), None])
+    return {"payment_id": pid}
+
+
+@router.post("/fa/http-exception")
+async def fa_http_exception():
+    common.count_run("fa-http-exception")
+    raise HTTPException(status_code=404, detail="no such order")
+
+
+@router.post("/fa/stream")
+async def fa_stream(claim: Claim = Depends(idem.claim)):
+    (eid,) = await one(claim, common.INSERT_EFFECT, ["fa-stream", claim.key, 0])
+
+    async def chunks():
+        for i in range(3):
+            yield f"chunk {i} of effect {eid}\n".encode()
+
+    return StreamingResponse(chunks(), media_type="text/plain")
+
+
+@router.get("/runs/{name}")
+async def runs(name: str):
+    return {"runs": common.runs(name)}
+
+
+app.include_router(router)

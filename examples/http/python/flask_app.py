@@ -1,0 +1,119 @@
+"""The Flask example: the same routes as fastapi_app.py, on a psycopg ConnectionPool of 4,
+served by werkzeug's threaded WSGI server (PORT)."""
+
+import os
+import time
+
+from flask import Flask, abort, jsonify, request
+from psycopg_pool import ConnectionPool
+
+import common
+from idempotency_http.flask import Idempotency
+
+common.create_tables()
+pool = ConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE)
+idem = Idempotency(pool, **common.SETTINGS)
+app = Flask(__name__)
+
+
+def one(query, params):
+    return idem.claim.conn.execute(query, params).fetchone()
+
+
+@app.post("/payments")
+@idem.idempotent()
+def create_payment():
+    body = request.get_json(silent=True)
+    body = body if isinstance(body, dict) else {}
+    if body.get("order_id") is None or body.get("amount") is None:
+        return ({"type": "about:blank", "title": "order_id and amount are required", "status": 400},
+                400, {"Content-Type": "application/problem+json"})
+    pid, amount = one(common.INSERT_PAYMENT, [idem.claim.key, str(body["order_id"]), str(body["amount"]), None])
+    if request.headers.get("x-test-sleep-after-insert"):
+        time.sleep(float(request.headers["x-test-sleep-after-insert"]))
+    return ({"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}, 201,
+            {"Location": f"/payments/{pid}"})
+
+
+@app.route("/echo", methods=["GET", "POST", "PUT"])
+@idem.idempotent()
+def echo():
+    body = request.get_data()
+    eid = one(common.INSERT_EFFECT, ["echo", idem.claim.key, len(body)])[0] if request.method == "POST" else None
+    return {"effect_id": eid, "bytes": len(body), "method": request.method}, 201
+
+
+@app.post("/slow")
+@idem.idempotent()
+def slow():
+    (eid,) = one(common.INSERT_EFFECT, ["slow", idem.claim.key, 0])
+    time.sleep(float(request.args.get("seconds", "1")))
+    return {"effect_id": eid}, 201
+
+
+@app.post("/error-big")
+@idem.idempotent()
+def error_big():
+    common.count_run("error-big")
+    return common.big(int(request.args["size"])), int(request.args.get("status", "400")), {"Content-Type": "text/plain"}
+
+
+@app.post("/ok-big")
+@idem.idempotent()
+def ok_big():
+    size = int(request.args["size"])
+    (eid,) = one(common.INSERT_EFFECT, ["ok-big", idem.claim.key, size])
+    return common.big(size), 200, {"Content-Type": "text/plain", "X-Effect": str(eid)}
+
+
+@app.post("/boom")
+@idem.idempotent()
+def boom():
+    common.count_run("boom")
+    one(common.INSERT_EFFECT, ["boom", idem.claim.key, 0])
+    raise RuntimeError("secret-internal-text password=hunter2")
+
+
+@app.post("/headers")
+@idem.idempotent()
+def headers():
+    return {"ok": True}, 201, {"Set-Cookie": "session=secret", "Refresh": "0; url=https://evil.example",
+                               "X-Extra": "kept", "X-Other": "dropped", "Location": "/things/1"}
+
+
+@app.post("/status/<int:code>")
+@idem.idempotent()
+def status(code):
+    common.count_run(f"status-{code}")
+    return {"status": code}, code
+
+
+@app.post("/tenant/payments")
+@idem.idempotent(scope=common.tenant_scope)
+def tenant_payment():
+    body = request.get_json()
+    tenant = request.headers[common.TENANT_HEADER]
+    pid, _ = one(common.INSERT_PAYMENT, [idem.claim.key, body["order_id"], str(body["amount"]), tenant])
+    return {"payment_id": pid, "tenant": tenant}, 201
+
+
+@app.post("/flask/abort")
+@idem.idempotent()
+def flask_abort():
+    common.count_run("flask-abort")
+    abort(404)
+
+
+@app.get("/runs/<name>")
+def runs(name):
+    return jsonify(runs=common.runs(name))
+
+
+if __name__ == "__main__":
+    import logging
+
+    from werkzeug.serving import run_simple
+
+    logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
+
+    run_simple("127.0.0.1", int(os.environ["PORT"]), app, threaded=True)
