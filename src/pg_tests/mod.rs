@@ -17,6 +17,7 @@ mod finish;
 mod grants;
 mod guards;
 mod helpers;
+mod http;
 mod inbox;
 mod maintenance;
 mod outbox;
