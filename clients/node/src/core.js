@@ -53,7 +53,7 @@ export function normalizeOptions(options) {
   }
   return {
     pool: o.pool,
-    schema: quote(o.schema ?? 'idempotency'),
+    schema: o.schema === undefined ? null : quote(o.schema), // null: the extension's own schema
     methods: new Set((o.methods ?? ['POST', 'PATCH']).map((m) => String(m).toUpperCase())),
     scope: o.scope,
     lease: num('lease', 300),
@@ -100,7 +100,7 @@ function hashSql(s, kind) {
  * `waitSeconds` by polling. Returns { response } to send at once, or { attempt } to run the handler.
  */
 export async function claim(opts, scope, key, print, waitSeconds) {
-  const s = opts.schema;
+  const s = opts.schema ?? await extensionSchema(opts);
   const sql = `SELECT c.outcome::pg_catalog.text AS outcome, c.attempt, c.recovery_point,
                       ${s}.idem_http_replay(c, $6::pg_catalog.text[]) AS replay
                  FROM ${s}.idem_claim($1::pg_catalog.text, $2::pg_catalog.text, ${hashSql(s, print.kind)},
@@ -132,7 +132,7 @@ export async function claim(opts, scope, key, print, waitSeconds) {
       }
       if (row.outcome !== 'processing_active') {
         await client.query('SAVEPOINT idem_handler');
-        return { attempt: new Attempt(opts, client, scope, key, row) };
+        return { attempt: new Attempt(opts, s, client, scope, key, row) };
       }
       // In flight elsewhere: give the connection back before sleeping, so waiters never starve the pool.
       await client.query('ROLLBACK').catch(() => {});
@@ -159,6 +159,22 @@ export async function claim(opts, scope, key, print, waitSeconds) {
   }
 }
 
+// The schema CREATE EXTENSION put the functions in (looked up once per options object).
+function extensionSchema(opts) {
+  opts.schemaLookup ??= (async () => {
+    const client = await opts.pool.connect();
+    const { rows } = await client.query(`SELECT pg_catalog.quote_ident(n.nspname) AS s
+        FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+       WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name`).finally(() => client.release());
+    if (rows.length === 0) throw new Error('the idempotency extension is not installed in this database');
+    return rows[0].s;
+  })().catch((err) => {
+    opts.schemaLookup = undefined;
+    throw err;
+  });
+  return opts.schemaLookup;
+}
+
 function replayResponse(doc) {
   const headers = { ...(doc.headers ?? {}), 'idempotent-replayed': 'true' };
   return { status: doc.status, headers, body: Buffer.from(doc.body ?? '', 'utf8') };
@@ -166,8 +182,9 @@ function replayResponse(doc) {
 
 /** A claimed attempt: the open transaction (after SAVEPOINT idem_handler) the handler writes in. */
 export class Attempt {
-  constructor(opts, client, scope, key, row) {
+  constructor(opts, schema, client, scope, key, row) {
     this.opts = opts;
+    this.schema = schema;
     this.client = client;
     this.scope = scope;
     this.key = key;
@@ -184,8 +201,7 @@ export class Attempt {
   async finish(response) {
     if (this.done) throw new Error('idempotency-http: the attempt is already finished');
     this.done = true;
-    const { opts, client } = this;
-    const s = opts.schema;
+    const { opts, client, schema: s } = this;
     try {
       const action = opts.statusAction(response.status);
       if (action === 'complete') {
@@ -231,7 +247,7 @@ export class Attempt {
   }
 
   async failRetryable(code, message) {
-    const s = this.opts.schema;
+    const s = this.schema;
     await this.client.query(
       `SELECT ${s}.idem_fail($1::pg_catalog.text, $2::pg_catalog.text, true, $3::pg_catalog.text, $4::pg_catalog.text, $5::pg_catalog.int4)`,
       [this.scope, this.key, code, message, this.attempt]);

@@ -50,7 +50,8 @@ export function fingerprintBytes(essence, bytes) {
 
 /** Form fields decoded (UTF-8, `+` = space): { name: [values in the order sent] }. */
 export function formFields(bytes) {
-  const params = new URLSearchParams(bytes.toString('utf8'));
+  // The '&' keeps a leading '?' in the first name (URLSearchParams would strip it).
+  const params = new URLSearchParams(`&${bytes.toString('utf8')}`);
   const entries = [];
   const index = new Map();
   for (const [name, value] of params) {
