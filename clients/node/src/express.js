@@ -1,6 +1,7 @@
 // Express (4 and 5) on the core: a middleware, or a wrapper around one handler that also turns
 // its thrown or rejected errors into a 500 problem (Express 4 does not catch async errors).
-import { claim, normalizeOptions, problem, problemFor } from './core.js';
+import { STATUS_CODES } from 'node:http';
+import { PROBLEM, claim, normalizeOptions, problem, problemFor } from './core.js';
 import { fingerprintRequest } from './fingerprint.js';
 import { keyLines, parseKey, parsePreferWait } from './key.js';
 
@@ -36,6 +37,14 @@ export function idempotencyErrorHandler(options = {}) {
   const base = normalizeOptions({ pool: { connect() {} }, ...options });
   return function idempotencyErrors(err, req, res, next) {
     if (res.headersSent) return next(err);
+    // body-parser's own refusals (a global express.json() before the adapter) keep their status.
+    if (err?.type === 'entity.parse.failed') return send(res, res.end, problem(base, 'body-not-json', 'The body could not be parsed.'));
+    if (err?.type === 'entity.too.large') return send(res, res.end, problem(base, 'body-too-large', `The limit is ${err.limit} bytes.`));
+    const status = Number(err?.status ?? err?.statusCode);
+    if (status >= 400 && status < 500) {
+      const body = Buffer.from(JSON.stringify({ type: 'about:blank', title: STATUS_CODES[status] ?? 'Client Error', status }));
+      return send(res, res.end, { status, headers: { 'content-type': PROBLEM }, body });
+    }
     base.log(`${req.method} ${req.originalUrl ?? req.url} failed`, err);
     return send(res, res.end, problem(base, 'internal-error'));
   };

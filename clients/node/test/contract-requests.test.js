@@ -158,6 +158,13 @@ test('behind a global express.json(): JSON fingerprints equal the raw ones, req.
   assert.equal((await stored(db, t)).request_hash, sha('text/plain', Buffer.from('plain words')));
 });
 
+test('behind a global express.json(): its own refusals are problem documents (idempotencyErrorHandler)', async () => {
+  const key = newKey();
+  assertProblem(await post(server, '/json/echo', key, '{"a":', 'application/json'), 400, 'body-not-json');
+  assertProblem(await post(server, '/json/echo', key, `{"a":"${'x'.repeat(200_000)}"}`, 'application/json'), 413, 'body-too-large');
+  assert.equal(await stored(db, key), undefined);
+});
+
 test('behind a global express.urlencoded(): the parsed fields give the raw fingerprint', async () => {
   const form = 'application/x-www-form-urlencoded';
   for (const prefix of ['/form', '/qs']) {
