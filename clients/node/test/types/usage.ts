@@ -25,6 +25,12 @@ app.post('/payments', idempotency(options, async (req: IdempotentRequest<Request
 app.post('/orders', idempotency({ pool, maxWait: 5 }), (req: Request, res: Response) => {
   res.status(201).json({ body: req.body as unknown });
 });
+// The README's TypeScript example.
+app.post('/readme', idempotency<Request, Response>({ pool, scope: (req) => req.get('x-tenant') ?? 'none' },
+  async (req: IdempotentRequest<Request>, res: Response) => {
+    const { key } = req.idempotency;
+    res.status(201).json({ key });
+  }));
 app.use(idempotencyErrorHandler());
 const k: string = parseKey('"abc"');
 console.log(k);
