@@ -125,7 +125,7 @@ node_suite() {
   log "Node: $label: $p passed, ${f:-1} failed"
   passed=$((passed + p)) failed=$((failed + ${f:-1}))
 }
-node_suite "unit and example service" IDEM_NODE_TARBALL="$tarball" -- test/keys.test.js test/http.test.js
+node_suite "unit and example service" IDEM_NODE_TARBALL="$tarball" -- test/keys.test.js test/schema.test.js test/http.test.js
 for em in 4 5; do
   node_suite "Express $em contract and tsc" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
     test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/types.test.js

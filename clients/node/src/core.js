@@ -18,9 +18,9 @@ const TITLES = {
   'key-malformed': [400, 'Idempotency-Key header is malformed'],
   'body-not-json': [400, 'Request body is not valid JSON'],
   'body-too-large': [413, 'Request body is too large'],
-  'in-flight': [409, 'A request with this Idempotency-Key is still being processed'],
+  'in-flight': [409, 'A request with this Idempotency-Key is being processed'],
   'payload-mismatch': [422, 'Idempotency-Key was used for a different request'],
-  'too-many-waiters': [409, 'Too many requests are waiting for their Idempotency-Key'],
+  'too-many-waiters': [409, 'Too many requests are waiting for their key'],
   'internal-error': [500, 'Internal Server Error'],
 };
 
@@ -159,14 +159,27 @@ export async function claim(opts, scope, key, print, waitSeconds) {
   }
 }
 
-// The schema CREATE EXTENSION put the functions in (looked up once per options object).
+// The schema CREATE EXTENSION put the functions in (looked up once per options object), and a
+// loud warning when roles other than its owner may create functions there (issue 25).
+const FIND_SCHEMA = `SELECT pg_catalog.quote_ident(n.nspname) AS s,
+    (SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'::pg_catalog.text
+                                       ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', '::pg_catalog.text)
+       FROM pg_catalog.aclexplode(n.nspacl) AS a
+      WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text
+        AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner) AS writers
+   FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+  WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name`;
+
 function extensionSchema(opts) {
   opts.schemaLookup ??= (async () => {
     const client = await opts.pool.connect();
-    const { rows } = await client.query(`SELECT pg_catalog.quote_ident(n.nspname) AS s
-        FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-       WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name`).finally(() => client.release());
-    if (rows.length === 0) throw new Error('the idempotency extension is not installed in this database');
+    const { rows } = await client.query(FIND_SCHEMA).finally(() => client.release());
+    if (rows.length === 0) throw new Error('the idempotency extension is not installed in this database (CREATE EXTENSION idempotency)');
+    if (rows[0].writers) {
+      opts.log(`WARNING: schema ${rows[0].s} of the idempotency extension is writable by ${rows[0].writers}: they can plant `
+        + 'look-alike functions there (the adapter\'s calls are typed and qualified, but other SQL may not be); '
+        + `REVOKE CREATE ON SCHEMA ${rows[0].s} FROM them`);
+    }
     return rows[0].s;
   })().catch((err) => {
     opts.schemaLookup = undefined;
