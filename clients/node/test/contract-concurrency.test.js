@@ -79,7 +79,8 @@ for (const waiters of [5, 20]) {
     const median = samples[2];
     console.log(`# Express ${MAJOR}, pool of 4, ${waiters} waiting duplicates: unrelated key latency `
       + `median ${median.toFixed(1)} ms, max ${samples[4].toFixed(1)} ms (${samples.map((s) => s.toFixed(0)).join(', ')})`);
-    assert.ok(median < 500, `median ${median} ms`);
+    // Every sample is taken while the duplicates still wait (the slow key holds for 4 s).
+    assert.ok(samples[4] < 1000, `max ${samples[4]} ms`);
     assert.equal(await effects(db, slow), 1);
   });
 }

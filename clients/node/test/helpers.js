@@ -124,25 +124,37 @@ export async function calls(server, key) {
   return json(await request('GET', server, `/calls/${encodeURIComponent(key)}`)).n;
 }
 
-// Look-alikes in schema trap, first on the app's search_path (test/fixtures/server.js): each logs
-// its call and then does the real work (EXT: the extension's schema), so only
-// public.lookalike_calls shows that one was picked.
+// Look-alikes, each logging its call to public.lookalike_calls and then doing the real work:
+// - in schema trap, first on the app's search_path (test/fixtures/server.js), with the real
+//   signatures and parameter names: picked by any unqualified call;
+// - in the extension's own schema (EXT), with text where the real one takes another type: picked
+//   by a qualified call whose argument is left untyped (node-postgres sends parameters untyped).
 const LOOKALIKES = [
-  ['idem_claim(text, text, text, interval, interval, text, interval)', 'EXT.idem_claim_result',
-    'SELECT EXT.idem_claim($1, $2, $3, $4, $5, $6, $7)'],
-  ['idem_hash(jsonb)', 'text', 'SELECT EXT.idem_hash($1)'],
-  ['idem_canonical(jsonb)', 'text', 'SELECT EXT.idem_canonical($1)'],
-  ['idem_http_replay(EXT.idem_claim_result, text[])', 'jsonb', 'SELECT EXT.idem_http_replay($1, $2)'],
-  ['idem_http_response(int4, jsonb, text, text[])', 'jsonb', 'SELECT EXT.idem_http_response($1, $2, $3, $4)'],
-  ['idem_http_response(int4, text, text)', 'jsonb', 'SELECT EXT.idem_http_response($1, $2::jsonb, $3)'],
-  ['idem_complete(text, text, jsonb, int4)', 'void', 'SELECT EXT.idem_complete($1, $2, $3, $4)'],
-  ['idem_fail(text, text, bool, text, text, int4)', 'void', 'SELECT EXT.idem_fail($1, $2, $3, $4, $5, $6)'],
-  ['idem_http_fail(text, text, jsonb, int4)', 'void', 'SELECT EXT.idem_http_fail($1, $2, $3, $4)'],
-  ['sha256(bytea)', 'bytea', 'SELECT pg_catalog.sha256($1)'],
-  ['encode(bytea, text)', 'text', 'SELECT pg_catalog.encode($1, $2)'],
-  ['convert_to(text, name)', 'bytea', 'SELECT pg_catalog.convert_to($1, $2)'],
-  ['octet_length(text)', 'int4', 'SELECT pg_catalog.octet_length($1)'],
-  ['textcat(text, text)', 'text', 'SELECT pg_catalog.textcat($1, $2)'],
+  ['trap', 'idem_claim(scope text, key text, request_hash text, lease interval DEFAULT NULL, retention interval DEFAULT NULL, '
+    + 'claimed_by text DEFAULT NULL, wait interval DEFAULT NULL)',
+    'EXT.idem_claim_result', 'SELECT EXT.idem_claim($1, $2, $3, $4, $5, $6, $7)'],
+  ['trap', 'idem_hash(jsonb)', 'text', 'SELECT EXT.idem_hash($1)'],
+  ['trap', 'idem_canonical(jsonb)', 'text', 'SELECT EXT.idem_canonical($1)'],
+  ['trap', 'idem_http_replay(claim EXT.idem_claim_result, keep text[])', 'jsonb', 'SELECT EXT.idem_http_replay($1, $2)'],
+  ['trap', 'idem_http_response(status int4, headers jsonb, body text, keep text[])', 'jsonb', 'SELECT EXT.idem_http_response($1, $2, $3, $4)'],
+  ['trap', 'idem_http_response(int4, text, text)', 'jsonb', 'SELECT EXT.idem_http_response($1, $2::jsonb, $3)'],
+  ['trap', 'idem_complete(scope text, key text, response jsonb, attempt int4)', 'void', 'SELECT EXT.idem_complete($1, $2, $3, $4)'],
+  ['trap', 'idem_fail(scope text, key text, retryable bool, code text, message text, attempt int4)', 'void', 'SELECT EXT.idem_fail($1, $2, $3, $4, $5, $6)'],
+  ['trap', 'idem_http_fail(scope text, key text, response jsonb, attempt int4)', 'void', 'SELECT EXT.idem_http_fail($1, $2, $3, $4)'],
+  ['trap', 'sha256(bytea)', 'bytea', 'SELECT pg_catalog.sha256($1)'],
+  ['trap', 'encode(bytea, text)', 'text', 'SELECT pg_catalog.encode($1, $2)'],
+  ['trap', 'convert_to(text, name)', 'bytea', 'SELECT pg_catalog.convert_to($1, $2)'],
+  ['trap', 'octet_length(text)', 'int4', 'SELECT pg_catalog.octet_length($1)'],
+  ['trap', 'textcat(text, text)', 'text', 'SELECT pg_catalog.textcat($1, $2)'],
+  ['EXT', 'idem_claim(scope text, key text, request_hash text, lease text, retention text)', 'EXT.idem_claim_result',
+    'SELECT EXT.idem_claim($1, $2, $3, $4::interval, $5::interval)'],
+  ['EXT', 'idem_hash(text)', 'text', 'SELECT EXT.idem_hash($1::jsonb)'],
+  ['EXT', 'idem_canonical(text)', 'text', 'SELECT EXT.idem_canonical($1::jsonb)'],
+  ['EXT', 'idem_http_replay(claim EXT.idem_claim_result, keep text)', 'jsonb', 'SELECT EXT.idem_http_replay($1, $2::text[])'],
+  ['EXT', 'idem_http_response(status text, headers jsonb, body text, keep text[])', 'jsonb', 'SELECT EXT.idem_http_response($1::int4, $2, $3, $4)'],
+  ['EXT', 'idem_complete(scope text, key text, response jsonb, attempt text)', 'void', 'SELECT EXT.idem_complete($1, $2, $3, $4::int4)'],
+  ['EXT', 'idem_fail(scope text, key text, retryable bool, code text, message text, attempt text)', 'void', 'SELECT EXT.idem_fail($1, $2, $3, $4, $5, $6::int4)'],
+  ['EXT', 'idem_http_fail(scope text, key text, response jsonb, attempt text)', 'void', 'SELECT EXT.idem_http_fail($1, $2, $3, $4::int4)'],
 ];
 
 export async function plantLookalikes(db) {
@@ -151,10 +163,12 @@ export async function plantLookalikes(db) {
   const ext = rows[0].ext;
   await db.query('CREATE SCHEMA IF NOT EXISTS trap');
   await db.query('CREATE TABLE IF NOT EXISTS public.lookalike_calls (name text, at timestamptz DEFAULT now())');
-  for (const [sig, ret, body] of LOOKALIKES) {
-    const name = sig.slice(0, sig.indexOf('('));
-    await db.query(`CREATE OR REPLACE FUNCTION trap.${sig.replaceAll('EXT.', `${ext}.`)} RETURNS ${ret.replace('EXT.', `${ext}.`)}
-      LANGUAGE sql AS $f$ INSERT INTO public.lookalike_calls (name) VALUES ('${name}'); ${body.replace('EXT.', `${ext}.`)} $f$`);
+  for (const [where, sig, ret, body] of LOOKALIKES) {
+    const schema = where === 'EXT' ? ext : where;
+    const x = (t) => t.replaceAll('EXT.', `${ext}.`);
+    const name = `${schema}.${sig.slice(0, sig.indexOf('('))}`;
+    await db.query(`CREATE OR REPLACE FUNCTION ${x(`${schema}.${sig}`)} RETURNS ${x(ret)}
+      LANGUAGE sql AS $f$ INSERT INTO public.lookalike_calls (name) VALUES ('${name}'); ${x(body)} $f$`);
   }
   await db.query(`DO $$ BEGIN
     IF NOT EXISTS (SELECT FROM pg_operator WHERE oprname = '||' AND oprnamespace = 'trap'::regnamespace) THEN
