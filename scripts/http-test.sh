@@ -80,6 +80,10 @@ if [ ! -d clients/node/node_modules/typescript ] || [ clients/node/package.json 
   log "npm install (clients/node: the tests' tools)"
   (cd clients/node && npm install --no-audit --no-fund --loglevel=error --include=dev >&2)
 fi
+# The Node suites plant look-alike functions: they get a database of their own.
+"$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE http_node" >/dev/null
+"$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d http_node -c "CREATE EXTENSION idempotency" >/dev/null
+node_db="postgresql://postgres@127.0.0.1:$port/http_node"
 tarball=$node_cache/$(cd clients/node && npm pack --silent --pack-destination "$node_cache" | tail -1)
 for em in 4 5; do
   proj=$node_cache/express$em
@@ -125,9 +129,10 @@ node_suite() {
   log "Node: $label: $p passed, ${f:-1} failed"
   passed=$((passed + p)) failed=$((failed + ${f:-1}))
 }
-node_suite "unit and example service" IDEM_NODE_TARBALL="$tarball" -- test/keys.test.js test/schema.test.js test/http.test.js
+node_suite "unit and example service" DATABASE_URL="$node_db" IDEM_NODE_TARBALL="$tarball" -- \
+  test/keys.test.js test/schema.test.js test/http.test.js
 for em in 4 5; do
-  node_suite "Express $em contract and tsc" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
+  node_suite "Express $em contract and tsc" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
     test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/types.test.js
 done
 
