@@ -116,6 +116,7 @@ export async function claim(opts, scope, key, print, waitSeconds) {
       try {
         await client.query('BEGIN');
         row = (await client.query(sql, params)).rows[0];
+        if (row.replay === null && row.outcome !== 'processing_active') await client.query('SAVEPOINT idem_handler');
       } catch (err) {
         await client.query('ROLLBACK').catch(() => {});
         client.release();
@@ -131,7 +132,6 @@ export async function claim(opts, scope, key, print, waitSeconds) {
         return { response: replayResponse(row.replay) };
       }
       if (row.outcome !== 'processing_active') {
-        await client.query('SAVEPOINT idem_handler');
         return { attempt: new Attempt(opts, s, client, scope, key, row) };
       }
       // In flight elsewhere: give the connection back before sleeping, so waiters never starve the pool.
