@@ -86,11 +86,30 @@ assert "site-packages" in idempotency_http.__file__, idempotency_http.__file__
 assert importlib.resources.files("idempotency_http").joinpath("py.typed").is_file()
 PY
 
-# --- Node ---------------------------------------------------------------------------------------
-if [ ! -d clients/node/node_modules/pg ] || [ clients/node/package.json -nt clients/node/node_modules/.package-lock.json ]; then
-  log "npm install (clients/node)"
+# --- Node: the adapter from its npm pack tarball, in clean projects for Express 4 and 5 ---------
+node_cache=$IDEM_HTTP_CACHE/node
+mkdir -p "$node_cache"
+if [ ! -d clients/node/node_modules/typescript ] || [ clients/node/package.json -nt clients/node/node_modules/.package-lock.json ]; then
+  log "npm install (clients/node: the tests' tools)"
   (cd clients/node && npm install --no-audit --no-fund --loglevel=error --include=dev >&2)
 fi
+# The Node suites plant look-alike functions: they get a database of their own.
+"$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE http_node" >/dev/null
+"$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d http_node -c "CREATE EXTENSION idempotency" >/dev/null
+node_db="postgresql://postgres@127.0.0.1:$port/http_node"
+tarball=$node_cache/$(cd clients/node && npm pack --silent --pack-destination "$node_cache" | tail -1)
+for em in 4 5; do
+  proj=$node_cache/express$em
+  stamp=$(cat "$tarball" | sha256sum | cut -c1-16)
+  if [ "$(cat "$proj/.stamp" 2>/dev/null)" != "$stamp" ]; then
+    log "npm install express@$em and $(basename "$tarball") into a clean $proj"
+    rm -rf "$proj" && mkdir -p "$proj"
+    printf '{"name": "idem-express%s-test", "private": true, "type": "module"}\n' "$em" > "$proj/package.json"
+    (cd "$proj" && npm install --no-audit --no-fund --loglevel=error "express@$em" "pg@8" "@types/express@$em" \
+      "@types/node@20" "@types/pg@8" "$tarball" >&2)
+    echo "$stamp" > "$proj/.stamp"
+  fi
+done
 
 passed=0 failed=0
 # junit report -> "passed failed" on stdout; per framework (the [fastapi]/[flask]/[django] of a
@@ -130,15 +149,27 @@ ex_report=$pydir/exporter.xml
 read -r p f < <(py_count "$ex_report") || { p=0; f=1; }
 passed=$((passed + p)) failed=$((failed + f))
 
-log "Node adapter tests (node:test)"
-node_out=$(mktemp)
-(cd clients/node && node --test --test-reporter=spec --test-reporter-destination=stdout \
-  --test-reporter=tap --test-reporter-destination="$node_out" test/) || true
-p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$node_out" | tail -1)
-f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$node_out" | tail -1)
-rm -f "$node_out"
-[ -n "$p" ] || { p=0; f=1; }
-passed=$((passed + p)) failed=$((failed + ${f:-1}))
+# node_suite LABEL ENV... -- FILES...: one node:test run, added to the totals.
+node_suite() {
+  local label=$1 out envs=() p f; shift
+  while [ "$1" != -- ]; do envs+=("$1"); shift; done; shift
+  log "Node: $label (node:test)"
+  out=$(mktemp)
+  (cd clients/node && env "${envs[@]}" node --test --test-concurrency=1 --test-reporter=spec \
+    --test-reporter-destination=stdout --test-reporter=tap --test-reporter-destination="$out" "$@") || true
+  p=$(sed -n 's/^# pass \([0-9]*\)$/\1/p' "$out" | tail -1)
+  f=$(sed -n 's/^# fail \([0-9]*\)$/\1/p' "$out" | tail -1)
+  rm -f "$out"
+  [ -n "$p" ] || { p=0; f=1; }
+  log "Node: $label: $p passed, ${f:-1} failed"
+  passed=$((passed + p)) failed=$((failed + ${f:-1}))
+}
+node_suite "unit and example service" DATABASE_URL="$node_db" IDEM_NODE_TARBALL="$tarball" -- \
+  test/keys.test.js test/schema.test.js test/http.test.js
+for em in 4 5; do
+  node_suite "Express $em contract and tsc" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
+    test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/types.test.js
+done
 
 log "done in $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed"

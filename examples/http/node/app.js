@@ -1,17 +1,23 @@
-// Example service: POST /payments, idempotent through idempotency-http (Express + node-postgres).
+// Example service: POST /payments, idempotent through idempotency-http (Express + node-postgres),
+// behind a global express.json(), with the scope taken from the caller's tenant.
 // Environment: PORT, DATABASE_URL; IDEM_EXAMPLE_TEST_HOOKS=1 enables the test-only header
 // X-Test-Sleep-After-Insert: <seconds> (sleep between the insert and the commit).
 import express from 'express';
 import pg from 'pg';
-import { idempotency } from 'idempotency-http';
+import { idempotency, idempotencyErrorHandler } from 'idempotency-http';
 
 const pool = new pg.Pool({ connectionString: process.env.DATABASE_URL, max: 20 });
 const testHooks = process.env.IDEM_EXAMPLE_TEST_HOOKS === '1';
 const app = express();
+app.use(express.json());
 
 app.get('/health', (_req, res) => res.json({ ok: true }));
 
-app.post('/payments', idempotency({ pool, scope: 'payments', maxWait: 30 }), async (req, res) => {
+// The scope keeps tenants apart: the same key from two tenants is two requests. Without an
+// X-Tenant header (the tests) the scope is plain 'payments'.
+const scope = (req) => (req.get('x-tenant') ? `${req.get('x-tenant')}/payments` : 'payments');
+
+app.post('/payments', idempotency({ pool, scope, maxWait: 30 }, async (req, res) => {
   const { client, key } = req.idempotency;
   const { order_id: orderId, amount } = req.body ?? {};
   if (orderId === undefined || amount === undefined) {
@@ -20,13 +26,14 @@ app.post('/payments', idempotency({ pool, scope: 'payments', maxWait: 30 }), asy
     return;
   }
   const { rows } = await client.query(
-    'INSERT INTO payments (idem_key, order_id, amount) VALUES ($1, $2, $3) RETURNING id, amount',
+    'INSERT INTO payments (idem_key, order_id, amount) VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.numeric) RETURNING id, amount',
     [key, String(orderId), String(amount)],
   );
   const sleep = testHooks && Number(req.get('x-test-sleep-after-insert'));
   if (sleep) await new Promise((resolve) => setTimeout(resolve, sleep * 1000));
   res.status(201).location(`/payments/${rows[0].id}`)
     .json({ payment_id: Number(rows[0].id), order_id: String(orderId), amount: rows[0].amount });
-});
+}));
 
+app.use(idempotencyErrorHandler());
 app.listen(Number(process.env.PORT), '127.0.0.1');

@@ -1,15 +1,21 @@
 #!/usr/bin/env bash
 # Start the Node example service: POST /payments on 127.0.0.1:$PORT, data in $DATABASE_URL.
-# Runs npm install when package.json or the client changed, creates table payments if missing.
+# Installs idempotency-http as a user would, from its npm pack tarball ($IDEM_NODE_TARBALL, or
+# one packed from clients/node), when package.json or the tarball changed; creates table payments.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
 : "${PORT:?set PORT}" "${DATABASE_URL:?set DATABASE_URL}"
 cd "$here"
-stamp=$(cat package.json "$root/clients/node/package.json" | sha256sum | cut -c1-16)
+tarball=${IDEM_NODE_TARBALL:-}
+if [ -z "$tarball" ]; then
+  mkdir -p "$here/.pack"
+  tarball=$here/.pack/$(cd "$root/clients/node" && npm pack --silent --pack-destination "$here/.pack" | tail -1)
+fi
+stamp=$(cat package.json "$tarball" | sha256sum | cut -c1-16)
 if [ "$(cat node_modules/.idem-stamp 2>/dev/null)" != "$stamp" ]; then
-  (cd "$root/clients/node" && npm install --no-audit --no-fund --loglevel=error --include=dev >&2)
   npm install --no-audit --no-fund --loglevel=error >&2
+  npm install --no-audit --no-fund --loglevel=error --no-save "$tarball" >&2
   echo "$stamp" > node_modules/.idem-stamp
 fi
 node --input-type=module -e "
