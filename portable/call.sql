@@ -38,21 +38,26 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_call(
+-- idem_call itself is a SQL wrapper without SET search_path, the one function of the edition
+-- without it: it hands the caller's search_path to the work, which runs the callee under it,
+-- as the native edition does (a callee may name its own tables unqualified). The wrapper's
+-- body names nothing unqualified, so the caller's path cannot redirect it.
+CREATE FUNCTION idempotency.portable_call(
     scope pg_catalog.text,
     key pg_catalog.text,
     request pg_catalog.jsonb,
     fn pg_catalog.regprocedure,
-    lease pg_catalog.interval DEFAULT '5 minutes',
-    retention pg_catalog.interval DEFAULT '24 hours'
+    lease pg_catalog.interval,
+    retention pg_catalog.interval,
+    caller_path pg_catalog.text
 ) RETURNS @extschema@.idem_call_result
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    s constant pg_catalog.text := idempotency.portable_name('scope', 'P4000', idem_call.scope);
-    k constant pg_catalog.text := idempotency.portable_name('key', 'P4001', idem_call.key);
+    s constant pg_catalog.text := idempotency.portable_name('scope', 'P4000', portable_call.scope);
+    k constant pg_catalog.text := idempotency.portable_name('key', 'P4001', portable_call.key);
     proc record;
     fname pg_catalog.text;
     claimed @extschema@.idem_claim_result;
@@ -61,14 +66,14 @@ DECLARE
     code pg_catalog.text;
     msg pg_catalog.text;
 BEGIN
-    IF idem_call.request IS NULL THEN
+    IF portable_call.request IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = 'P4003', MESSAGE = 'request must not be null';
     END IF;
-    IF idem_call.fn IS NULL THEN
+    IF portable_call.fn IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'fn must not be null';
     END IF;
-    PERFORM idempotency.portable_interval('lease', idem_call.lease, false);
-    PERFORM idempotency.portable_interval('retention', idem_call.retention, false);
+    PERFORM idempotency.portable_interval('lease', portable_call.lease, false);
+    PERFORM idempotency.portable_interval('retention', portable_call.retention, false);
 
     -- src/call_target.rs: a plain function (jsonb) -> jsonb the caller may execute.
     SELECT p.prokind, p.proretset, p.pronargs, p.proargtypes, p.prorettype, p.pronamespace,
@@ -76,13 +81,16 @@ BEGIN
       INTO proc
       FROM pg_catalog.pg_proc AS p JOIN pg_catalog.pg_namespace AS n
         ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
-     WHERE p.oid OPERATOR(pg_catalog.=) idem_call.fn::pg_catalog.oid;
+     WHERE p.oid OPERATOR(pg_catalog.=) portable_call.fn::pg_catalog.oid;
     IF NOT FOUND THEN
         RAISE EXCEPTION USING ERRCODE = '42883',
-            MESSAGE = pg_catalog.format('function with OID %s does not exist', idem_call.fn::pg_catalog.oid),
+            MESSAGE = pg_catalog.format('function with OID %s does not exist', portable_call.fn::pg_catalog.oid),
             HINT = 'idem_call needs a function taking (jsonb) and returning jsonb.';
     END IF;
-    fname := idem_call.fn::pg_catalog.text;
+    -- Named as the caller's path shows it, as in the native messages.
+    PERFORM pg_catalog.set_config('search_path', caller_path, true);
+    fname := portable_call.fn::pg_catalog.text;
+    PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     IF proc.prokind OPERATOR(pg_catalog.<>) 'f' THEN
         RAISE EXCEPTION USING ERRCODE = '42883', MESSAGE = pg_catalog.format('%s is not a plain function', fname),
             HINT = 'idem_call needs a function taking (jsonb) and returning jsonb.';
@@ -95,7 +103,7 @@ BEGIN
                 CASE WHEN proc.proretset THEN 'setof ' ELSE '' END, pg_catalog.format_type(proc.prorettype, NULL)),
             HINT = 'idem_call needs a function taking (jsonb) and returning jsonb.';
     END IF;
-    IF NOT pg_catalog.has_function_privilege(idem_call.fn::pg_catalog.oid, 'EXECUTE') THEN
+    IF NOT pg_catalog.has_function_privilege(portable_call.fn::pg_catalog.oid, 'EXECUTE') THEN
         RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = pg_catalog.format('permission denied for function %s', fname);
     END IF;
     IF NOT pg_catalog.has_schema_privilege(proc.pronamespace, 'USAGE') THEN
@@ -104,7 +112,7 @@ BEGIN
             HINT = 'Calling a function needs USAGE on its schema, even when given by OID.';
     END IF;
 
-    claimed := @extschema@.idem_claim(s, k, @extschema@.idem_hash(idem_call.request), idem_call.lease, idem_call.retention);
+    claimed := @extschema@.idem_claim(s, k, @extschema@.idem_hash(portable_call.request), portable_call.lease, portable_call.retention);
     IF claimed.outcome OPERATOR(pg_catalog.=) ANY ('{replay_success,final_failure}'::@extschema@.idem_outcome[]) THEN
         result := ROW(claimed.outcome, claimed.response, claimed.failure_code, claimed.failure_message, claimed.attempt);
         RETURN result;
@@ -118,7 +126,9 @@ BEGIN
     END IF;
 
     BEGIN
-        EXECUTE pg_catalog.format('SELECT %I.%I($1)', proc.nspname, proc.proname) INTO answer USING idem_call.request;
+        PERFORM pg_catalog.set_config('search_path', caller_path, true);
+        EXECUTE pg_catalog.format('SELECT %I.%I($1)', proc.nspname, proc.proname) INTO answer USING portable_call.request;
+        PERFORM pg_catalog.set_config('search_path', 'pg_catalog, pg_temp', true);
     EXCEPTION WHEN assert_failure OR others THEN
         GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
         IF @extschema@.idem_retryable(code) THEN
@@ -157,6 +167,18 @@ BEGIN
     result := ROW(claimed.outcome, answer, NULL, NULL, claimed.attempt);
     RETURN result;
 END
+$fn$;
+CREATE FUNCTION @extschema@.idem_call(
+    scope pg_catalog.text,
+    key pg_catalog.text,
+    request pg_catalog.jsonb,
+    fn pg_catalog.regprocedure,
+    lease pg_catalog.interval DEFAULT '5 minutes',
+    retention pg_catalog.interval DEFAULT '24 hours'
+) RETURNS @extschema@.idem_call_result
+LANGUAGE sql VOLATILE PARALLEL UNSAFE
+AS $fn$
+SELECT idempotency.portable_call($1, $2, $3, $4, $5, $6, pg_catalog.current_setting('search_path'::pg_catalog.text))
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_call IS
     'Run fn(request) at most once per (scope, key): replay a stored response or final failure, or run it in a subtransaction and record the outcome';

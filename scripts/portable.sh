@@ -4,6 +4,7 @@
 #
 #   scripts/portable.sh [--schema NAME] > idempotency-portable.sql   # plain: psql -f, as the database owner
 #   scripts/portable.sh --pg-tle > idempotency-pg-tle.sql             # pg_tle: then CREATE EXTENSION idempotency
+#   scripts/portable.sh [--schema NAME] --move-up > move-up.sql        # plain -> native, in place (a superuser)
 #
 # One SQL source plus deltas: the native extension's own files in sql/ as they are, without
 # their LANGUAGE c functions, whose PL/pgSQL replacements are in portable/. --schema (plain
@@ -15,6 +16,7 @@ mode=plain schema=public
 while [ $# -gt 0 ]; do
     case $1 in
         --pg-tle) mode=pg_tle ;;
+        --move-up) mode=move_up ;;
         --schema) schema=${2:?--schema needs a name}; shift ;;
         -h|--help) sed -n 2,12p "$0"; exit 0 ;;
         *) echo "portable.sh: unknown argument $1" >&2; exit 2 ;;
@@ -80,11 +82,21 @@ edition() {
     done | sed "s/@PORTABLE_VERSION@/$version/g"
 }
 
+if [ "$mode" = move_up ]; then
+    # Every function the edition creates in the functions' schema, by name.
+    names=$(edition | sed -n 's/^CREATE FUNCTION @extschema@\.\([a-z_]*\)(.*/\1/p' | sort -u | paste -sd, -)
+    sed -e "s/@extschema@/$schema/g" -e "s/@NAMES@/$names/" "$root/portable/move-up.sql"
+    exit 0
+fi
+
 if [ "$mode" = plain ]; then
     echo "-- Run as the database owner: psql -v ON_ERROR_STOP=1 -1 -f this-file"
     echo "SET client_min_messages = warning;"
     echo "SET search_path = pg_catalog, pg_temp;"
     edition | sed "s/@extschema@/$schema/g"
+    echo
+    echo "RESET search_path;"
+    echo "RESET client_min_messages;"
     exit 0
 fi
 
