@@ -108,9 +108,18 @@ BEGIN
 END
 $fn$;
 
--- An interval as the native edition's DETAIL prints it (pgrx's Debug of Interval).
+-- An interval as the native edition's DETAIL prints it (Rust's {:?} of pgrx's Interval:
+-- its three fields, microseconds, days and months).
 CREATE FUNCTION idempotency.portable_interval_debug(value pg_catalog.interval)
 RETURNS pg_catalog.text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
-AS $fn$ SELECT value::pg_catalog.text $fn$;
+AS $fn$
+SELECT pg_catalog.format('Interval(Interval { time: %s, day: %s, month: %s })',
+    (pg_catalog.date_part('hour'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 3600000000::pg_catalog.float8
+     OPERATOR(pg_catalog.+) pg_catalog.date_part('minute'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 60000000::pg_catalog.float8
+     OPERATOR(pg_catalog.+) pg_catalog.date_part('microseconds'::pg_catalog.text, value))::pg_catalog.int8,
+    pg_catalog.date_part('day'::pg_catalog.text, value)::pg_catalog.int4,
+    (pg_catalog.date_part('year'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 12::pg_catalog.float8
+     OPERATOR(pg_catalog.+) pg_catalog.date_part('month'::pg_catalog.text, value))::pg_catalog.int4)
+$fn$;

@@ -13,7 +13,11 @@ DECLARE
 BEGIN
     FOR f IN SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc AS p
               WHERE p.pronamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace
-                AND p.proname OPERATOR(pg_catalog.=) ANY ('{@NAMES@}'::pg_catalog.name[]) LOOP
+                AND p.proname OPERATOR(pg_catalog.=) ANY ('{@NAMES@}'::pg_catalog.name[])
+             UNION ALL
+             SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc AS p
+              WHERE p.pronamespace OPERATOR(pg_catalog.=) 'idempotency_portable'::pg_catalog.regnamespace
+                AND p.proname OPERATOR(pg_catalog.~~) 'portable\_%' LOOP
         EXECUTE pg_catalog.format('DROP FUNCTION %s', f);
     END LOOP;
 END

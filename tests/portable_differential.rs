@@ -109,7 +109,7 @@ fn operation(rng: &mut Rng, step: usize) -> String {
             rng.pick(&["NULL", "'down'"])
         ),
         48..=53 => format!(
-            "SELECT {} FROM idem_checkpoint('{scope}', '{key}', {}, attempt => {attempt}, lease => {}) AS t",
+            "SELECT ({})::text FROM idem_checkpoint('{scope}', '{key}', {}, attempt => {attempt}, lease => {}) AS t",
             hours("t"),
             rng.pick(&["NULL", "'p1'", "'p2'"]),
             rng.pick(&["NULL", "'2 hours'"])
