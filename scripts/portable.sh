@@ -100,18 +100,59 @@ if [ "$mode" = plain ]; then
     exit 0
 fi
 
-# pg_tle: the same script as an extension version, plus the update path from $previous (whose
-# tables it keeps: the update replaces every function and adds what $version added).
+# pg_tle: register this version (the same script as the plain one, run by CREATE EXTENSION),
+# and an update path to it from every version pg_tle already has, so that a database on an
+# older portable release moves to this one with ALTER EXTENSION idempotency UPDATE. The update
+# script keeps the tables and replaces every function (CREATE OR REPLACE): the API of a
+# portable release may add functions, never change a table without an update block of its own.
+refresh() {
+    for part in portable/common.sql portable/claim.sql portable/finish.sql portable/canonical.sql \
+                portable/call.sql sql/http.sql portable/consumers.sql portable/upkeep.sql sql/citus.sql \
+                sql/grants.sql; do
+        echo
+        echo "-- $part"
+        case $part in
+            sql/*) native "$root/$part" ;;
+            *) cat "$root/$part" ;;
+        esac
+    done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'
+}
 tag='$_idem_portable_$'
 cat <<SQL
 -- Run as a role with pgtle_admin, then: CREATE EXTENSION idempotency;
-SELECT pgtle.install_extension(
-    'idempotency',
-    '$version',
-    'Exactly-once-ish effects: idempotency keys with replay, canonical request hashing, inbox and outbox (portable edition)',
-$tag
+-- (or, where an older version is installed: ALTER EXTENSION idempotency UPDATE;)
+SET search_path = pg_catalog, pg_temp;
+CREATE TEMPORARY TABLE idem_pg_tle_sql (part pg_catalog.text PRIMARY KEY, body pg_catalog.text NOT NULL);
+INSERT INTO idem_pg_tle_sql VALUES ('install', $tag
 $(edition)
-$tag,
-    '{}'::pg_catalog.text[]
-);
+$tag);
+INSERT INTO idem_pg_tle_sql VALUES ('update', $tag
+$(refresh)
+$tag);
+DO \$tle\$
+DECLARE
+    install constant pg_catalog.text := (SELECT body FROM idem_pg_tle_sql WHERE part OPERATOR(pg_catalog.=) 'install');
+    update_ constant pg_catalog.text := (SELECT body FROM idem_pg_tle_sql WHERE part OPERATOR(pg_catalog.=) 'update');
+    old pg_catalog.text;
+BEGIN
+    IF NOT EXISTS (SELECT FROM pgtle.available_extensions() AS e WHERE e.name OPERATOR(pg_catalog.=) 'idempotency') THEN
+        PERFORM pgtle.install_extension('idempotency', '$version',
+            'Exactly-once-ish effects: idempotency keys with replay, canonical request hashing, inbox and outbox (portable edition)',
+            install, '{}'::pg_catalog.text[]);
+        RETURN;
+    END IF;
+    IF NOT EXISTS (SELECT FROM pgtle.available_extension_versions() AS v
+                   WHERE v.name OPERATOR(pg_catalog.=) 'idempotency' AND v.version OPERATOR(pg_catalog.=) '$version') THEN
+        PERFORM pgtle.install_extension_version_sql('idempotency', '$version', install);
+    END IF;
+    FOR old IN SELECT v.version FROM pgtle.available_extension_versions() AS v
+                WHERE v.name OPERATOR(pg_catalog.=) 'idempotency' AND v.version OPERATOR(pg_catalog.<>) '$version' LOOP
+        PERFORM pgtle.uninstall_update_path_if_exists('idempotency', old, '$version');
+        PERFORM pgtle.install_update_path('idempotency', old, '$version', update_);
+    END LOOP;
+    PERFORM pgtle.set_default_version('idempotency', '$version');
+END
+\$tle\$;
+DROP TABLE idem_pg_tle_sql;
+RESET search_path;
 SQL
