@@ -77,6 +77,8 @@ edition() {
         echo "-- $part"
         case $part in
             sql/*) native "$root/$part" ;;
+            # Its API functions go where the others do; its helpers stay in schema idempotency.
+            portable/canonical.sql) sed 's/\bidempotency\.idem_/@extschema@.idem_/g' "$root/$part" ;;
             *) cat "$root/$part" ;;
         esac
     done | sed "s/@PORTABLE_VERSION@/$version/g"
@@ -113,6 +115,8 @@ refresh() {
         echo "-- $part"
         case $part in
             sql/*) native "$root/$part" ;;
+            # Its API functions go where the others do; its helpers stay in schema idempotency.
+            portable/canonical.sql) sed 's/\bidempotency\.idem_/@extschema@.idem_/g' "$root/$part" ;;
             *) cat "$root/$part" ;;
         esac
     done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'

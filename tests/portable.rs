@@ -18,7 +18,7 @@ fn cluster() -> &'static common::Cluster {
 }
 
 /// `scripts/portable.sh` (plain), run once.
-pub fn portable_sql() -> &'static str {
+fn portable_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
     SQL.get_or_init(|| {
         let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
@@ -238,9 +238,9 @@ fn the_error_table_of_docs_errors_md() {
     let mut failures = Vec::new();
     for line in body.lines().filter(|l| l.starts_with("| `")) {
         let cells: Vec<&str> = line.trim_matches('|').split(" | ").map(str::trim).collect();
-        let (function, example, code, message) = (span(cells[0]), span(cells[2]), span(cells[3]), span(cells[4]));
-        // Canonical JSON is portable/canonical.sql's, tested by tests/portable_canonical.rs.
-        if matches!(function.as_str(), "idem_hash" | "idem_canonical" | "idem_lock_key") {
+        let (example, code, message) = (span(cells[2]), span(cells[3]), span(cells[4]));
+        // portable/canonical.sql (the canon helper's) answers 22P02 here: reported, not mine.
+        if example == "idem_hash('\"\\ud800\"'::json)" {
             continue;
         }
         checked += 1;
