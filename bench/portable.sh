@@ -35,10 +35,10 @@ psql -d bench_native -c 'CREATE EXTENSION idempotency' -f "$root/bench/reference
 "$root/scripts/portable.sh" | psql -d bench_portable -f -
 # The replayed keys: one succeeded record each, in every flavour's table.
 for db in bench_native bench_portable; do
-    psql -d "$db" -c "SELECT idem_claim('r', 'k' || i, 'h'), idem_complete('r', 'k' || i, '{\"ok\": true}')
+    psql -d "$db" -o /dev/null -c "SELECT idem_claim('r', 'k' || i, 'h'), idem_complete('r', 'k' || i, '{\"ok\": true}')
                       FROM generate_series(1, 1000) AS i"
 done
-psql -d bench_native -c "SELECT ref.claim_idempotency_key('r', 'k' || i, 'h'), ref.mark_idempotency_succeeded('r', 'k' || i, '{\"ok\": true}')
+psql -d bench_native -o /dev/null -c "SELECT ref.claim_idempotency_key('r', 'k' || i, 'h'), ref.mark_idempotency_succeeded('r', 'k' || i, '{\"ok\": true}')
                          FROM generate_series(1, 1000) AS i" \
      -c "INSERT INTO public.bare SELECT * FROM idempotency.requests"
 

@@ -77,8 +77,9 @@ edition() {
         echo "-- $part"
         case $part in
             sql/*) native "$root/$part" ;;
-            # Its API functions go where the others do; its helpers stay in schema idempotency.
-            portable/canonical.sql) sed 's/\bidempotency\.idem_/@extschema@.idem_/g' "$root/$part" ;;
+            # Its functions go where the others do, helpers too: the native idem_hash needs no
+            # USAGE on schema idempotency, so the portable one must not either.
+            portable/canonical.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$part" ;;
             *) cat "$root/$part" ;;
         esac
     done | sed "s/@PORTABLE_VERSION@/$version/g"
@@ -115,8 +116,9 @@ refresh() {
         echo "-- $part"
         case $part in
             sql/*) native "$root/$part" ;;
-            # Its API functions go where the others do; its helpers stay in schema idempotency.
-            portable/canonical.sql) sed 's/\bidempotency\.idem_/@extschema@.idem_/g' "$root/$part" ;;
+            # Its functions go where the others do, helpers too: the native idem_hash needs no
+            # USAGE on schema idempotency, so the portable one must not either.
+            portable/canonical.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$part" ;;
             *) cat "$root/$part" ;;
         esac
     done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'

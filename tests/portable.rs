@@ -288,8 +288,11 @@ fn a_hostile_search_path_at_install_and_at_call_time() {
         .expect("plant look-alikes");
     let mut db = c.connect_as("portable_hostile", "portable_hostile_owner");
     db.batch_execute(portable_sql()).expect("install on a hostile path");
+    db.batch_execute("CREATE FUNCTION public.cb(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'")
+        .expect("a callee");
     db.batch_execute(
         "SET search_path = evil, public, pg_catalog; \
+         SELECT idem_call('s', 'c', '{}', 'public.cb(jsonb)'); SELECT idem_call('s', 'c', '{}', 'public.cb(jsonb)'); \
          SELECT idem_claim('s', 'k', 'h'); SELECT idem_checkpoint('s', 'k', 'p'); SELECT idem_complete('s', 'k', '{}'); \
          SELECT idem_claim('s', 'k', 'h'); SELECT idem_claim('s', 'f', 'h'); SELECT idem_fail('s', 'f', true); \
          SELECT idem_claim('s', 'f', 'h'); SELECT idem_forget('s', 'f'); \

@@ -247,3 +247,68 @@ fn native_and_portable_agree_on_random_operations() {
         started.elapsed().as_secs_f64()
     );
 }
+
+/// Nothing is granted to PUBLIC (or anyone) in the portable edition that the native extension
+/// does not grant: the ACLs of every function both editions have, and of schema idempotency and
+/// its tables, view and sequence, are the same.
+#[test]
+fn the_same_privileges_as_the_native_extension() {
+    let c = cluster();
+    let mut native = c.database("acl_native");
+    let mut portable = c.empty_database("acl_portable");
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+        .output()
+        .expect("scripts/portable.sh");
+    portable
+        .batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
+        .expect("install the portable edition");
+    let functions = "SELECT string_agg(p.oid::regprocedure::text || ' ' || coalesce(p.proacl::text, 'default') \
+         || ' ' || p.prosecdef::text, E'\\n' ORDER BY p.oid::regprocedure::text) FROM pg_proc p \
+         WHERE p.pronamespace = 'public'::regnamespace AND p.proname LIKE 'idem%' \
+           AND p.oid::regprocedure::text IN (SELECT oid::regprocedure::text FROM pg_proc WHERE proname LIKE 'idem%')";
+    let native_functions = run_one(&mut native, functions);
+    let portable_functions = run_one(&mut portable, functions);
+    let relations = "SELECT string_agg(c.relname || ' ' || c.relkind || ' ' || coalesce(c.relacl::text, 'default'), E'\\n' ORDER BY c.relname) \
+         FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'v', 'S')";
+    let schema = "SELECT nspacl::text FROM pg_namespace WHERE nspname = 'idempotency'";
+    assert_eq!(run_one(&mut native, relations), run_one(&mut portable, relations));
+    assert_eq!(run_one(&mut native, schema), run_one(&mut portable, schema));
+    // Every native function exists in the portable edition with the same ACL.
+    let portable_lines: std::collections::BTreeSet<&str> = portable_functions.lines().collect();
+    let missing: Vec<&str> = native_functions
+        .lines()
+        .filter(|line| !portable_lines.contains(line))
+        .collect();
+    assert!(missing.is_empty(), "native functions missing or with other privileges in the portable edition:\n{}", missing.join("\n"));
+    // A role with no grant at all gets the same answers from both: the pure functions work
+    // (no USAGE on schema idempotency needed), the rest is 42501.
+    c.connect("postgres")
+        .batch_execute("DROP ROLE IF EXISTS acl_nobody; CREATE ROLE acl_nobody LOGIN")
+        .expect("role");
+    let calls = [
+        "SELECT idem_hash('{\"a\": [1, 2.5]}'::jsonb)",
+        "SELECT idem_canonical('{\"b\": 1, \"a\": \"x\"}'::jsonb)",
+        "SELECT idem_lock_key('a', 'b')::text",
+        "SELECT idem_retryable('40001')::text",
+        "SELECT idem_retryable('4000')::text",
+        "SELECT idem_http_response(201)::text",
+        "SELECT outcome::text FROM idem_claim('a', 'b', 'c')",
+        "SELECT idem_inbox_accept('a', 'b', 'c')::text",
+        "SELECT count(*)::text FROM idem_metrics()",
+    ];
+    let answers = |db: &str| -> Vec<String> {
+        let mut nobody = c.connect_as(db, "acl_nobody");
+        calls
+            .iter()
+            .map(|sql| {
+                let got = run_one(&mut nobody, sql);
+                // The SQLSTATE only: messages name the objects that refused.
+                if got.starts_with("ERROR") { got[..11].to_string() } else { got }
+            })
+            .collect()
+    };
+    let (a, b) = (answers("acl_native"), answers("acl_portable"));
+    assert_eq!(a, b);
+    assert_eq!(a[0].len(), 64, "{}", a[0]);
+    assert_eq!(a[6], "ERROR 42501");
+}
