@@ -96,6 +96,7 @@ if [ "$mode" = plain ]; then
     echo "-- Run as the database owner: psql -v ON_ERROR_STOP=1 -1 -f this-file"
     echo "SET client_min_messages = warning;"
     echo "SET search_path = pg_catalog, pg_temp;"
+    [ "$schema" = public ] || echo "CREATE SCHEMA IF NOT EXISTS $schema;"
     edition | sed "s/@extschema@/$schema/g"
     echo
     echo "RESET search_path;"
