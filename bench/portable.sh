@@ -2,7 +2,7 @@
 # Portable vs native vs the PL/pgSQL page (bench/reference_plpgsql.sql) vs bare SQL, side by
 # side in one run on one server (issue 21): replay, new claim + complete, and idem_hash.
 #
-#   bench/portable.sh PG_CONFIG [SECONDS] [CLIENTS]      (defaults: 8 s, 2 clients)
+#   bench/portable.sh PG_CONFIG [SECONDS] [CLIENTS]      (defaults: 8 s, 2 clients; IDEM_BENCH_ROUNDS=3)
 #
 # The server is a throw-away one on port 55490 with the native library preloaded (it must be
 # installed for PG_CONFIG). Database bench_native has the extension, the reference page
@@ -63,14 +63,24 @@ tps() { # DB SCRIPT -> transactions/s
     "$bin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -n -c "$clients" -j "$clients" -T "$secs" -f "$w/$2" "$1" 2>/dev/null |
         sed -n 's/^tps = \([0-9.]*\) .*/\1/p' | cut -d. -f1
 }
-printf '%-24s %10s %10s %10s %10s   %s\n' workload native portable "PL/pgSQL" "bare SQL" "native/portable, portable/PL/pgSQL"
-for workload in replay new hash; do
-    n=$(tps bench_native "${workload}_api.sql")
-    p=$(tps bench_portable "${workload}_api.sql")
-    r=- b=-
-    [ -f "$w/${workload}_ref.sql" ] && r=$(tps bench_native "${workload}_ref.sql")
-    [ -f "$w/${workload}_bare.sql" ] && b=$(tps bench_native "${workload}_bare.sql")
-    ratio=$(awk -v n="$n" -v p="$p" -v r="$r" 'BEGIN { s = sprintf("%.2f", n / p); if (r != "-") s = s sprintf(", %.2f", p / r); print s }')
-    printf '%-24s %10s %10s %10s %10s   %s\n' "$workload" "$n" "$p" "$r" "$b" "$ratio"
+# Rounds: every cell once per round, in turn, so that a slow spell of a shared machine hits all
+# of them alike; the table gives each cell's median.
+rounds=${IDEM_BENCH_ROUNDS:-3}
+declare -A runs
+for ((round = 1; round <= rounds; round++)); do
+    for workload in replay new hash; do
+        runs[$workload.native]+=" $(tps bench_native "${workload}_api.sql")"
+        runs[$workload.portable]+=" $(tps bench_portable "${workload}_api.sql")"
+        [ -f "$w/${workload}_ref.sql" ] && runs[$workload.ref]+=" $(tps bench_native "${workload}_ref.sql")"
+        [ -f "$w/${workload}_bare.sql" ] && runs[$workload.bare]+=" $(tps bench_native "${workload}_bare.sql")"
+    done
 done
-echo "($secs s per cell, $clients clients, $("$bin/postgres" --version))"
+median() { [ -n "${1// /}" ] || { echo -; return; }; printf '%s\n' $1 | sort -n | awk '{v[NR] = $1} END {print v[int((NR + 1) / 2)]}'; }
+printf '%-10s %10s %10s %10s %10s   %s\n' workload native portable "PL/pgSQL" "bare SQL" "native/portable  portable/PL/pgSQL"
+for workload in replay new hash; do
+    n=$(median "${runs[$workload.native]:-}") p=$(median "${runs[$workload.portable]:-}")
+    r=$(median "${runs[$workload.ref]:-}") b=$(median "${runs[$workload.bare]:-}")
+    ratio=$(awk -v n="$n" -v p="$p" -v r="$r" 'BEGIN { s = sprintf("%15.2f", n / p); if (r != "-") s = s sprintf("  %17.2f", p / r); print s }')
+    printf '%-10s %10s %10s %10s %10s   %s\n' "$workload" "$n" "$p" "$r" "$b" "$ratio"
+done
+echo "(transactions/s, median of $rounds rounds of $secs s per cell, $clients clients, $("$bin/postgres" --version))"
