@@ -145,6 +145,33 @@ fn outcomes_fencing_expiry_and_takeovers() {
     assert_eq!((round.get::<_, i64>(0), round.get::<_, i64>(1)), (0, 0));
 }
 
+/// idem_schedule_upkeep: 55000 without pg_cron; with it (here a stand-in of pg_cron's
+/// cron.schedule_in_database, which records its arguments: pg_cron itself is not built for
+/// every major), one job in this database running idem_upkeep(), scheduled only by the
+/// tables' owner, since pg_cron runs a job as the role that scheduled it.
+#[test]
+fn upkeep_is_scheduled_with_pg_cron_by_the_tables_owner() {
+    let mut db = install("portable_cron");
+    assert_eq!(error(&mut db, "SELECT idem_schedule_upkeep()"), "55000");
+    let mut admin = cluster().connect("portable_cron");
+    admin
+        .batch_execute(
+            "CREATE SCHEMA cron; CREATE TABLE cron.jobs (name text, schedule text, command text, db text, owner text); \
+             CREATE FUNCTION cron.schedule_in_database(job_name text, schedule text, command text, database text) \
+             RETURNS bigint LANGUAGE sql AS $$ INSERT INTO cron.jobs VALUES ($1, $2, $3, $4, current_user) RETURNING 7::bigint $$; \
+             GRANT USAGE ON SCHEMA cron TO PUBLIC; GRANT INSERT ON cron.jobs TO PUBLIC; \
+             DROP ROLE IF EXISTS portable_cron_other; CREATE ROLE portable_cron_other LOGIN",
+        )
+        .expect("a pg_cron stand-in");
+    assert_eq!(common::count(&mut db, "SELECT idem_schedule_upkeep('*/5 * * * *')"), 7);
+    assert_eq!(
+        common::answer(&mut admin, "SELECT concat_ws('|', name, schedule, command, db, owner) FROM cron.jobs"),
+        "idempotency-upkeep-portable_cron|*/5 * * * *|SELECT * FROM public.idem_upkeep()|portable_cron|portable_cron_owner"
+    );
+    let mut other = cluster().connect_as("portable_cron", "portable_cron_other");
+    assert_eq!(error(&mut other, "SELECT idem_schedule_upkeep()"), "42501");
+}
+
 #[test]
 fn a_claim_never_blocks_and_wait_polls() {
     let c = cluster();
