@@ -4,6 +4,7 @@
 #
 #   scripts/portable.sh [--schema NAME] > idempotency-portable.sql   # plain: psql -f, as the database owner
 #   scripts/portable.sh --pg-tle > idempotency-pg-tle.sql             # pg_tle: then CREATE EXTENSION idempotency
+#   scripts/portable.sh [--schema NAME] --update > update.sql          # plain: a later release over an earlier one
 #   scripts/portable.sh [--schema NAME] --move-up > move-up.sql        # plain -> native, in place (a superuser)
 #
 # One SQL source plus deltas: the native extension's own files in sql/ as they are, without
@@ -17,6 +18,7 @@ while [ $# -gt 0 ]; do
     case $1 in
         --pg-tle) mode=pg_tle ;;
         --move-up) mode=move_up ;;
+        --update) mode=update ;;
         --schema) schema=${2:?--schema needs a name}; shift ;;
         -h|--help) sed -n 2,12p "$0"; exit 0 ;;
         *) echo "portable.sh: unknown argument $1" >&2; exit 2 ;;
@@ -85,6 +87,33 @@ edition() {
     done | sed "s/@PORTABLE_VERSION@/$version/g"
 }
 
+# The update from an earlier portable release (--update, and pg_tle's update paths): it keeps
+# the tables and replaces every function (CREATE OR REPLACE). A release may add functions; one
+# that changes a table needs an update block of its own here.
+refresh() {
+    for part in portable/common.sql portable/claim.sql portable/finish.sql portable/canonical.sql \
+                portable/call.sql sql/http.sql portable/consumers.sql portable/upkeep.sql sql/citus.sql \
+                sql/grants.sql; do
+        echo
+        echo "-- $part"
+        case $part in
+            sql/*) native "$root/$part" ;;
+            # Its functions go where the others do, helpers too: the native idem_hash needs no
+            # USAGE on schema idempotency, so the portable one must not either.
+            portable/canonical.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$part" ;;
+            *) cat "$root/$part" ;;
+        esac
+    done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'
+}
+if [ "$mode" = update ]; then
+    echo "-- Run as the owner of the portable edition: psql -v ON_ERROR_STOP=1 -1 -f this-file"
+    echo "SET search_path = pg_catalog, pg_temp;"
+    refresh | sed "s/@extschema@/$schema/g"
+    echo
+    echo "RESET search_path;"
+    exit 0
+fi
+
 if [ "$mode" = move_up ]; then
     # Every function the edition creates in the functions' schema, by name.
     names=$(edition | sed -n 's/^CREATE FUNCTION @extschema@\.\([a-z_]*\)(.*/\1/p' | sort -u | paste -sd, -)
@@ -106,24 +135,7 @@ fi
 
 # pg_tle: register this version (the same script as the plain one, run by CREATE EXTENSION),
 # and an update path to it from every version pg_tle already has, so that a database on an
-# older portable release moves to this one with ALTER EXTENSION idempotency UPDATE. The update
-# script keeps the tables and replaces every function (CREATE OR REPLACE): the API of a
-# portable release may add functions, never change a table without an update block of its own.
-refresh() {
-    for part in portable/common.sql portable/claim.sql portable/finish.sql portable/canonical.sql \
-                portable/call.sql sql/http.sql portable/consumers.sql portable/upkeep.sql sql/citus.sql \
-                sql/grants.sql; do
-        echo
-        echo "-- $part"
-        case $part in
-            sql/*) native "$root/$part" ;;
-            # Its functions go where the others do, helpers too: the native idem_hash needs no
-            # USAGE on schema idempotency, so the portable one must not either.
-            portable/canonical.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$part" ;;
-            *) cat "$root/$part" ;;
-        esac
-    done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'
-}
+# older portable release moves to this one with ALTER EXTENSION idempotency UPDATE.
 tag='$_idem_portable_$'
 cat <<SQL
 -- Run as a role with pgtle_admin, then: CREATE EXTENSION idempotency;

@@ -145,6 +145,30 @@ fn outcomes_fencing_expiry_and_takeovers() {
     assert_eq!((round.get::<_, i64>(0), round.get::<_, i64>(1)), (0, 0));
 }
 
+/// `scripts/portable.sh --update` over an earlier release (here one whose idem_version says
+/// 0.1.9): every function replaced, every row kept.
+#[test]
+fn the_update_script_replaces_the_functions_and_keeps_the_rows() {
+    let mut db = install("portable_update");
+    db.batch_execute(
+        "SELECT idem_claim('u', 'k', 'h'); SELECT idem_complete('u', 'k', '{\"id\": 3}'); \
+         CREATE OR REPLACE FUNCTION public.idem_version() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE \
+         SET search_path = pg_catalog, pg_temp AS $$ SELECT '0.1.9'::text $$",
+    )
+    .expect("an earlier release");
+    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+        .arg("--update")
+        .output()
+        .expect("scripts/portable.sh --update");
+    assert!(out.status.success());
+    db.batch_execute(std::str::from_utf8(&out.stdout).expect("utf8")).expect("the update");
+    assert_eq!(common::answer(&mut db, "SELECT idem_version()"), env!("CARGO_PKG_VERSION"));
+    assert_eq!(
+        common::answer(&mut db, "SELECT outcome::text || ' ' || response::text FROM idem_claim('u', 'k', 'h')"),
+        "replay_success {\"id\": 3}"
+    );
+}
+
 /// idem_schedule_upkeep: 55000 without pg_cron; with it (here a stand-in of pg_cron's
 /// cron.schedule_in_database, which records its arguments: pg_cron itself is not built for
 /// every major), one job in this database running idem_upkeep(), scheduled only by the
