@@ -40,7 +40,9 @@ CREATE TABLE idempotency.requests (
     CONSTRAINT requests_lease_check CHECK ((status = 'processing') = (locked_until IS NOT NULL)),
     -- a stored response only on success
     CONSTRAINT requests_response_check CHECK (status = 'succeeded' OR response IS NULL),
-    CONSTRAINT requests_intervals_check CHECK (lease > '0'::pg_catalog.interval AND retention > '0'::pg_catalog.interval),
+    -- bounded, so that now() + retention (upkeep) can never leave the timestamp range
+    CONSTRAINT requests_intervals_check CHECK (lease > '0'::pg_catalog.interval AND lease <= '100 years'::pg_catalog.interval
+                                               AND retention > '0'::pg_catalog.interval AND retention <= '100 years'::pg_catalog.interval),
     CONSTRAINT requests_times_check CHECK (updated_at >= created_at AND claimed_at >= created_at)
 );
 COMMENT ON TABLE idempotency.requests IS 'One record per (scope, key): the claim protocol''s state';

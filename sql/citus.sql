@@ -3,7 +3,7 @@
 -- raises P4060; the extension itself never depends on Citus (this body is only parsed, and
 -- Citus's functions are looked up when it runs).
 CREATE FUNCTION @extschema@.idem_distribute(
-    "column" pg_catalog.text DEFAULT 'key',
+    distribution_column pg_catalog.text DEFAULT 'key',
     colocate_with pg_catalog.text DEFAULT NULL,
     shard_count pg_catalog.int4 DEFAULT NULL)
 RETURNS void
@@ -19,10 +19,10 @@ BEGIN
             USING ERRCODE = 'P4060',
                   HINT = 'CREATE EXTENSION citus on the coordinator first (docs/scale-out.md).';
     END IF;
-    IF "column" IS NULL
-       OR ("column" OPERATOR(pg_catalog.<>) 'key' AND "column" OPERATOR(pg_catalog.<>) 'scope') THEN
-        RAISE EXCEPTION 'idem_distribute: column must be ''key'' or ''scope'', not %',
-            COALESCE(pg_catalog.quote_literal("column"), 'NULL')
+    IF distribution_column IS NULL
+       OR (distribution_column OPERATOR(pg_catalog.<>) 'key' AND distribution_column OPERATOR(pg_catalog.<>) 'scope') THEN
+        RAISE EXCEPTION 'idem_distribute: distribution_column must be ''key'' or ''scope'', not %',
+            COALESCE(pg_catalog.quote_literal(distribution_column), 'NULL')
             USING ERRCODE = '22023';
     END IF;
     IF shard_count IS NOT NULL AND shard_count OPERATOR(pg_catalog.<) 1 THEN
@@ -42,10 +42,10 @@ BEGIN
     END IF;
     IF shard_count IS NULL THEN
         PERFORM pg_catalog.create_distributed_table('idempotency.requests'::pg_catalog.regclass,
-            "column", colocate_with => COALESCE(colocate_with, 'default'));
+            distribution_column, colocate_with => COALESCE(colocate_with, 'default'));
     ELSE
         PERFORM pg_catalog.create_distributed_table('idempotency.requests'::pg_catalog.regclass,
-            "column", colocate_with => COALESCE(colocate_with, 'default'),
+            distribution_column, colocate_with => COALESCE(colocate_with, 'default'),
             shard_count => shard_count);
     END IF;
     -- A call through the coordinator outside a transaction block runs on the worker with the
@@ -57,7 +57,7 @@ BEGIN
         '@extschema@.idem_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval)',
         '@extschema@.idem_forget(pg_catalog.text, pg_catalog.text)']::pg_catalog.regprocedure[]
     LOOP
-        PERFORM pg_catalog.create_distributed_function(fn, "column",
+        PERFORM pg_catalog.create_distributed_function(fn, distribution_column,
             colocate_with => 'idempotency.requests');
     END LOOP;
 END

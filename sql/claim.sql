@@ -70,3 +70,32 @@ CREATE FUNCTION @extschema@.idem_forget(
 LANGUAGE c VOLATILE PARALLEL UNSAFE
 AS 'MODULE_PATHNAME', 'idem_forget';
 COMMENT ON FUNCTION @extschema@.idem_forget IS 'Delete the record of (scope, key) in any state; true if it existed';
+
+-- Under row-level security a claim asks the policies about a new row of its key before another
+-- transaction's hold on that key may answer (docs/tenants.md; record_sql.rs). attempt 0 breaks
+-- requests_attempt_check, which the executor checks after the policies' WITH CHECK and before
+-- any index: so the probe never waits for a key and never writes. A refusal is Postgres' own
+-- 42501, raised as the real INSERT would raise it.
+CREATE FUNCTION idempotency.claim_policy_probe(
+    scope pg_catalog.text,
+    key pg_catalog.text,
+    request_hash pg_catalog.text,
+    claimed_by pg_catalog.text
+) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, claimed_by,
+        claimed_at, locked_until, lease, retention, created_at, updated_at, expires_at)
+    VALUES (claim_policy_probe.scope, claim_policy_probe.key, claim_policy_probe.request_hash,
+        'processing'::@extschema@.idem_status, 0::pg_catalog.int4, claim_policy_probe.claimed_by,
+        pg_catalog.now(), pg_catalog.now(), '5 minutes'::pg_catalog.interval,
+        '24 hours'::pg_catalog.interval, pg_catalog.now(), pg_catalog.now(), pg_catalog.now());
+    RAISE EXCEPTION 'claim_policy_probe wrote a row' USING ERRCODE = 'XX000';
+EXCEPTION WHEN check_violation THEN
+    RETURN;
+END
+$fn$;
+COMMENT ON FUNCTION idempotency.claim_policy_probe(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+    'Internal (idem_claim under row-level security): 42501 if the policies refuse a new row of the key';

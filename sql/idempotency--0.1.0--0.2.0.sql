@@ -94,7 +94,7 @@ SET search_path = pg_catalog, pg_temp
 AS $$
 DECLARE
     privileges pg_catalog.text[] := @extschema@.idem_grant_statements(profile);
-    grant_ pg_catalog.text;
+    revoke_ record;
 BEGIN
     IF privileges IS NULL THEN
         RAISE EXCEPTION 'unknown idem_grant profile "%"', profile
@@ -106,8 +106,55 @@ BEGIN
         RAISE EXCEPTION 'permission denied to grant idempotency privileges'
             USING ERRCODE = '42501', HINT = 'Run it as the owner of schema idempotency.';
     END IF;
-    FOREACH grant_ IN ARRAY privileges LOOP
-        EXECUTE pg_catalog.format('REVOKE %s FROM %s', grant_, role);
+    -- Each profile as (kind, object, privilege) atoms; a profile is still held when every atom
+    -- of it is granted to the role itself. Only atoms no held profile needs are revoked.
+    FOR revoke_ IN
+        WITH statements AS (
+            SELECT p.name AS profile,
+                   pg_catalog.regexp_match(s.statement, '^(.*) ON (SCHEMA |FUNCTION )?(.*)$') AS m
+            FROM pg_catalog.unnest(ARRAY['app', 'publisher', 'upkeep', 'monitor']::pg_catalog.text[]) AS p(name),
+                 pg_catalog.unnest(@extschema@.idem_grant_statements(p.name)) AS s(statement)
+        ), atoms AS (
+            SELECT st.profile, COALESCE(pg_catalog.btrim(st.m[2]), 'TABLE') AS kind,
+                   o.object, v.privilege
+            FROM statements AS st,
+                 pg_catalog.regexp_split_to_table(st.m[1], ', ') AS v(privilege),
+                 pg_catalog.regexp_split_to_table(st.m[3], ', ') AS o(object)
+        ), held AS (
+            SELECT a.profile, a.kind, a.object, a.privilege, CASE
+                WHEN a.kind OPERATOR(pg_catalog.=) 'SCHEMA' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS e
+                    WHERE n.nspname OPERATOR(pg_catalog.=) a.object
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+                WHEN a.kind OPERATOR(pg_catalog.=) 'FUNCTION' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_proc AS f, pg_catalog.aclexplode(f.proacl) AS e
+                    WHERE f.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regprocedure::pg_catalog.oid
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+                ELSE EXISTS (
+                    SELECT FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS e
+                    WHERE c.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regclass::pg_catalog.oid
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+            END AS granted
+            FROM atoms AS a
+        ), whole AS (
+            SELECT k.profile FROM held AS k GROUP BY k.profile HAVING pg_catalog.bool_and(k.granted)
+        ), kept AS (
+            SELECT h.kind, h.object, h.privilege FROM held AS h, whole AS w
+            WHERE h.profile OPERATOR(pg_catalog.=) w.profile
+              AND h.profile OPERATOR(pg_catalog.<>) idem_revoke.profile
+        )
+        SELECT DISTINCT h.kind, h.object, h.privilege FROM held AS h
+        WHERE h.profile OPERATOR(pg_catalog.=) idem_revoke.profile
+          AND NOT EXISTS (SELECT FROM kept AS k
+                          WHERE k.kind OPERATOR(pg_catalog.=) h.kind
+                            AND k.object OPERATOR(pg_catalog.=) h.object
+                            AND k.privilege OPERATOR(pg_catalog.=) h.privilege)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %s',
+                                  revoke_.privilege, revoke_.kind, revoke_.object, role);
     END LOOP;
 END
 $$;
@@ -269,7 +316,7 @@ COMMENT ON FUNCTION @extschema@.idem_http_replay(@extschema@.idem_claim_result) 
 -- raises P4060; the extension itself never depends on Citus (this body is only parsed, and
 -- Citus's functions are looked up when it runs).
 CREATE FUNCTION @extschema@.idem_distribute(
-    "column" pg_catalog.text DEFAULT 'key',
+    distribution_column pg_catalog.text DEFAULT 'key',
     colocate_with pg_catalog.text DEFAULT NULL,
     shard_count pg_catalog.int4 DEFAULT NULL)
 RETURNS void
@@ -285,10 +332,10 @@ BEGIN
             USING ERRCODE = 'P4060',
                   HINT = 'CREATE EXTENSION citus on the coordinator first (docs/scale-out.md).';
     END IF;
-    IF "column" IS NULL
-       OR ("column" OPERATOR(pg_catalog.<>) 'key' AND "column" OPERATOR(pg_catalog.<>) 'scope') THEN
-        RAISE EXCEPTION 'idem_distribute: column must be ''key'' or ''scope'', not %',
-            COALESCE(pg_catalog.quote_literal("column"), 'NULL')
+    IF distribution_column IS NULL
+       OR (distribution_column OPERATOR(pg_catalog.<>) 'key' AND distribution_column OPERATOR(pg_catalog.<>) 'scope') THEN
+        RAISE EXCEPTION 'idem_distribute: distribution_column must be ''key'' or ''scope'', not %',
+            COALESCE(pg_catalog.quote_literal(distribution_column), 'NULL')
             USING ERRCODE = '22023';
     END IF;
     IF shard_count IS NOT NULL AND shard_count OPERATOR(pg_catalog.<) 1 THEN
@@ -308,10 +355,10 @@ BEGIN
     END IF;
     IF shard_count IS NULL THEN
         PERFORM pg_catalog.create_distributed_table('idempotency.requests'::pg_catalog.regclass,
-            "column", colocate_with => COALESCE(colocate_with, 'default'));
+            distribution_column, colocate_with => COALESCE(colocate_with, 'default'));
     ELSE
         PERFORM pg_catalog.create_distributed_table('idempotency.requests'::pg_catalog.regclass,
-            "column", colocate_with => COALESCE(colocate_with, 'default'),
+            distribution_column, colocate_with => COALESCE(colocate_with, 'default'),
             shard_count => shard_count);
     END IF;
     -- A call through the coordinator outside a transaction block runs on the worker with the
@@ -323,7 +370,7 @@ BEGIN
         '@extschema@.idem_checkpoint(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.int4, pg_catalog.interval)',
         '@extschema@.idem_forget(pg_catalog.text, pg_catalog.text)']::pg_catalog.regprocedure[]
     LOOP
-        PERFORM pg_catalog.create_distributed_function(fn, "column",
+        PERFORM pg_catalog.create_distributed_function(fn, distribution_column,
             colocate_with => 'idempotency.requests');
     END LOOP;
 END
@@ -331,3 +378,68 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text, pg_catalog.int4) IS
     'Citus: distribute idempotency.requests by key or scope and delegate the hot functions to the shard''s worker';
 REVOKE ALL ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+-- ---- issue #25: lease and retention bounded to 100 years (requests_intervals_check, as in
+-- ---- sql/bootstrap.sql), so that upkeep's now() + retention never leaves the timestamp range.
+-- ---- Rows beyond the bound (only a hand-made UPDATE could store one) are clamped first.
+UPDATE idempotency.requests
+   SET lease = LEAST(lease, '100 years'::pg_catalog.interval),
+       retention = LEAST(retention, '100 years'::pg_catalog.interval)
+ WHERE lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval
+    OR retention OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval;
+ALTER TABLE idempotency.requests DROP CONSTRAINT requests_intervals_check,
+    ADD CONSTRAINT requests_intervals_check CHECK (lease > '0'::pg_catalog.interval AND lease <= '100 years'::pg_catalog.interval
+                                               AND retention > '0'::pg_catalog.interval AND retention <= '100 years'::pg_catalog.interval);
+
+-- ---- issue #25: the policy probe of a claim under row-level security, a new function (as in
+-- ---- sql/claim.sql; keep the two identical until 0.2.0 is released)
+CREATE FUNCTION idempotency.claim_policy_probe(
+    scope pg_catalog.text,
+    key pg_catalog.text,
+    request_hash pg_catalog.text,
+    claimed_by pg_catalog.text
+) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, claimed_by,
+        claimed_at, locked_until, lease, retention, created_at, updated_at, expires_at)
+    VALUES (claim_policy_probe.scope, claim_policy_probe.key, claim_policy_probe.request_hash,
+        'processing'::@extschema@.idem_status, 0::pg_catalog.int4, claim_policy_probe.claimed_by,
+        pg_catalog.now(), pg_catalog.now(), '5 minutes'::pg_catalog.interval,
+        '24 hours'::pg_catalog.interval, pg_catalog.now(), pg_catalog.now(), pg_catalog.now());
+    RAISE EXCEPTION 'claim_policy_probe wrote a row' USING ERRCODE = 'XX000';
+EXCEPTION WHEN check_violation THEN
+    RETURN;
+END
+$fn$;
+COMMENT ON FUNCTION idempotency.claim_policy_probe(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+    'Internal (idem_claim under row-level security): 42501 if the policies refuse a new row of the key';
+
+-- ---- issue #25: warn when the extension's schema is writable by others (as at the end of
+-- ---- sql/grants.sql)
+-- A role that may create objects in the extension's schema can plant overloads of its
+-- functions there (a text look-alike of a jsonb parameter wins an untyped argument). The
+-- extension's own SQL types every argument, but applications call these functions too: say so
+-- loudly at install time (docs/security.md, "The extension's schema").
+DO $warn$
+DECLARE
+    writers pg_catalog.text;
+BEGIN
+    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                                      THEN 'PUBLIC'
+                                      ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', ')
+      INTO writers
+      FROM pg_catalog.pg_namespace AS n,
+           pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n'::pg_catalog.char, n.nspowner))) AS a
+     WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
+    IF writers IS NOT NULL THEN
+        RAISE WARNING 'idempotency: schema @extschema@ is writable by %, who can plant look-alikes of the extension''s functions there', writers
+            USING DETAIL = 'Anyone who may CREATE in the schema of the functions can make an application''s call with an untyped argument run their code instead.',
+                  HINT = 'REVOKE CREATE ON SCHEMA @extschema@ FROM PUBLIC, or create the extension in a schema of its own (CREATE SCHEMA idem; CREATE EXTENSION idempotency SCHEMA idem).';
+    END IF;
+END
+$warn$;

@@ -11,23 +11,8 @@ use crate::errors::{self, IdemError, Result};
 
 /// Does the current role have USAGE on `namespace`?
 fn has_usage(namespace: Oid) -> bool {
-    // SAFETY: an ACL check of an existing namespace OID.
-    unsafe {
-        #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-        let acl = pg_sys::pg_namespace_aclcheck(
-            namespace,
-            pg_sys::GetUserId(),
-            pg_sys::ACL_USAGE as pg_sys::AclMode,
-        );
-        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
-        let acl = pg_sys::object_aclcheck(
-            pg_sys::NamespaceRelationId,
-            namespace,
-            pg_sys::GetUserId(),
-            pg_sys::ACL_USAGE as pg_sys::AclMode,
-        );
-        acl == pg_sys::AclResult::ACLCHECK_OK
-    }
+    // SAFETY: reads the current role's OID.
+    crate::compat::namespace_usage(namespace, unsafe { pg_sys::GetUserId() })
 }
 
 /// 42501 unless the current role may use `namespace` (its USAGE privilege).
@@ -62,4 +47,73 @@ pub fn require_idempotency_usage() -> Result<()> {
         return Ok(());
     }
     require_schema_usage(namespace)
+}
+
+/// 42501 unless the current role holds at least one of SELECT, INSERT, UPDATE and DELETE on
+/// `table` (what any function of the extension needs), checked before the table is locked.
+pub fn require_some_table_privilege(table: Oid) -> Result<()> {
+    let any = (pg_sys::ACL_SELECT | pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE)
+        as pg_sys::AclMode;
+    // SAFETY: catalog lookups of a relation OID; as has_table_privilege does, one dropped
+    // meanwhile is left to the statement that names it.
+    let (held, name) = unsafe {
+        if !pg_sys::SearchSysCacheExists(
+            pg_sys::SysCacheIdentifier::RELOID as _,
+            table.into(),
+            0.into(),
+            0.into(),
+            0.into(),
+        ) {
+            return Ok(());
+        }
+        let held =
+            pg_sys::pg_class_aclmask(table, pg_sys::GetUserId(), any, pg_sys::AclMaskHow::ACLMASK_ANY);
+        let name = pg_sys::get_rel_name(table);
+        let name = if name.is_null() {
+            String::from("?")
+        } else {
+            core::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+        };
+        (held, name)
+    };
+    if held != 0 {
+        return Ok(());
+    }
+    Err(IdemError::new(
+        errors::INSUFFICIENT_PRIVILEGE,
+        format!("permission denied for table {name}"),
+    )
+    .hint(format!(
+        "SELECT idem_grant('<role>', 'app') gives the calling role what it needs on idempotency.{name}."
+    )))
+}
+
+/// Before a statement names `idempotency.<table>` (and so locks it): USAGE on the schema and
+/// some privilege on the table, as `require_schema_usage` and `require_some_table_privilege`.
+pub fn require_table_access(table: &core::ffi::CStr) -> Result<()> {
+    // SAFETY: catalog lookups by name.
+    let (nsp, relid) = unsafe {
+        let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
+        (nsp, pg_sys::get_relname_relid(table.as_ptr(), nsp))
+    };
+    if nsp == pg_sys::InvalidOid {
+        return Ok(());
+    }
+    require_schema_usage(nsp)?;
+    if relid == pg_sys::InvalidOid {
+        return Ok(());
+    }
+    require_some_table_privilege(relid)
+}
+
+/// Do `idempotency.requests`' row-level security policies apply to the current role?
+pub fn row_security_applies_to_requests() -> bool {
+    // SAFETY: catalog lookups by name, then Postgres' own RLS test of an existing relation.
+    unsafe {
+        let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
+        let table = pg_sys::get_relname_relid(c"requests".as_ptr(), nsp);
+        table != pg_sys::InvalidOid
+            && pg_sys::check_enable_rls(table, pg_sys::InvalidOid, true)
+                == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+    }
 }

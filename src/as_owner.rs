@@ -5,7 +5,8 @@
 //! so each batch runs as the table's owner under `SECURITY_RESTRICTED_OPERATION` with
 //! `search_path = pg_catalog, pg_temp`, all restored afterwards (by the transaction's abort
 //! too). The owner is usually a superuser as well, so a table is refused while it has an
-//! enabled trigger whose function the owner does not own, or with a WHEN condition (it can call
+//! enabled trigger whose function the owner does not own, or that is built in (`pg_catalog`)
+//! or belongs to an extension (a superuser owns those too), or with a WHEN condition (it can call
 //! any function), or with arguments (they can steer even the owner's function: contrib's
 //! `check_foreign_key` runs SQL built from them). A WARNING (once per table since the server
 //! started) and the `maintenance_refused` counter say so, and the other tables go on.
@@ -34,16 +35,27 @@ unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, 
                 pg_sys::SysCacheIdentifier::PROCOID as _,
                 Datum::from(trigger.tgfoid),
             );
-            let function_owner = if tuple.is_null() {
-                pg_sys::InvalidOid
+            let (function_owner, namespace) = if tuple.is_null() {
+                (pg_sys::InvalidOid, pg_sys::InvalidOid)
             } else {
-                let owner = (*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_proc)).proowner;
+                let proc = &*(pg_sys::GETSTRUCT(tuple) as pg_sys::Form_pg_proc);
+                let found = (proc.proowner, proc.pronamespace);
                 pg_sys::ReleaseSysCache(tuple);
-                owner
+                found
             };
+            let extension = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, trigger.tgfoid);
             let why = if function_owner != owner {
                 format!(
                     "runs {}, which the table's owner does not own",
+                    procedure_name(trigger.tgfoid)
+                )
+            } else if namespace == pg_sys::PG_CATALOG_NAMESPACE.into()
+                || extension != pg_sys::InvalidOid
+            {
+                // A superuser owner owns every built-in and contrib function: owning it does
+                // not make the owner its author (contrib's tcn would NOTIFY every purged row).
+                format!(
+                    "runs {}, a built-in or extension function the owner did not write",
                     procedure_name(trigger.tgfoid)
                 )
             } else if !trigger.tgqual.is_null() {

@@ -121,6 +121,7 @@ fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Resul
         };
         set.insert(name.as_bytes());
     }
+    fail_point!("hash.fields");
     jsonb_hash_hex(root, Some(&set))
 }
 
@@ -153,5 +154,8 @@ fn idem_hash_json(payload: JsonBytes<'_>) -> String {
 /// The hash of the object made of only the listed top-level members of `payload`.
 #[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
 fn idem_hash_jsonb_fields(payload: JsonbBytes<'_>, fields: Array<'_, &str>) -> String {
-    jsonb_fields_hash_hex(payload.bytes(), &fields).or_raise()
+    let hashed = jsonb_fields_hash_hex(payload.bytes(), &fields);
+    // `fields` owns a decoder and a detoasted copy: dropped before an error longjmps past it.
+    drop(fields);
+    hashed.or_raise()
 }

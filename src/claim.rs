@@ -1,11 +1,12 @@
-//! The claim path: `idem_claim`, every statement and decision a claim goes through.
-//! Finishing an attempt (complete / fail / checkpoint / forget) is in `finish.rs`.
+//! The claim path: `idem_claim`, every decision a claim makes, in order. The reads and writes
+//! it decides on are in `direct/` (lookup, writer) and `record_sql.rs`; the key's lock in
+//! `lock_key.rs`; finishing an attempt (complete / fail / checkpoint / forget) in `finish.rs`.
 //!
 //! How a claim never waits:
 //! - it first reads the record with a plain snapshot read: a replay or a final failure is
 //!   answered from that read alone (no row lock, no WAL);
-//! - a new key is inserted only under a transaction-scoped *try* lock on
-//!   `idem_lock_key(scope, key)`, so a second claimer of a key whose insert is not committed
+//! - a new key is inserted only under a transaction-scoped *try* lock of (scope, key) in the
+//!   claim's own advisory-lock class, so a second claimer of a key whose insert is not committed
 //!   yet gets `processing_active` instead of waiting on the unique index; the insert goes
 //!   straight to the table (`direct/writer.rs`) unless the table or transaction needs SQL;
 //! - a takeover (expired lease, retryable failure, expired record) locks the row with
@@ -197,6 +198,15 @@ fn claim_in(
     for _ in 0..3 {
         let Some(seen) = row else {
             if !try_lock_key(args)? {
+                // The policy answers before another transaction's hold on the key may: under
+                // row-level security, a key another tenant is inserting is refused like any.
+                record_sql::check_insert_policy(
+                    conn,
+                    args.scope,
+                    args.key,
+                    args.hash,
+                    args.claimed_by,
+                )?;
                 return Ok(Claimed::unseen_active());
             }
             let new = Transition::NewClaim(args).apply(None, clock)?;
@@ -286,7 +296,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
             NewKey::UseSql => {}
         }
     }
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"requests")?;
     let first = match seen {
         Some(row) => row,
         None => record_sql::find(&conn, args.scope, args.key)?,

@@ -19,6 +19,7 @@
 //! | `heap_form_tuple`, `heap_fill_tuple`, ... | `values`/`isnull` are `*mut` before 17, `*const` from 17 | pass `as_mut_ptr()`: coerces to both |
 //! | `ExecInsertIndexTuples` | PG13 takes the relation from `estate`; PG14 adds `resultRelInfo`, `update`; PG16 adds `onlySummarizing` | [`insert_index_tuples`] |
 //! | table AM `tuple_update` | `update_indexes` is a `bool` before 16, a `TU_UpdateIndexes` from 16 | [`tuple_update`] |
+//! | `pg_namespace_aclcheck` | replaced by `object_aclcheck(NamespaceRelationId, ...)` in PG16 | [`namespace_usage`] |
 //! | `shmem_request_hook` | PG15+; before, request shmem directly in `_PG_init` | pgrx's `pg_shmem_init!` handles it |
 //! | `escape_json` | same in all; PG18 adds `escape_json_with_len`/`escape_json_text` | use `escape_json` |
 //! | `JsonbIteratorInit`/`JsonbIteratorNext`, `pushJsonbValue` | same signatures 13..18 | no shim needed |
@@ -28,9 +29,6 @@
 
 use core::ffi::{CStr, c_int};
 use pgrx::pg_sys;
-
-/// The Postgres major version this build is for (13..18).
-pub const PG_MAJOR: u32 = pg_sys::PG_VERSION_NUM / 10000;
 
 /// Reserve a GUC prefix (`idempotency.`): later unknown `idempotency.*` settings get a WARNING
 /// and are removed. Call from `_PG_init` after defining the extension's GUCs.
@@ -89,6 +87,10 @@ pub enum IndexUpdate {
     None,
     All,
     /// Only summarizing indexes (BRIN), PG16+.
+    #[cfg_attr(
+        any(feature = "pg13", feature = "pg14", feature = "pg15"),
+        allow(dead_code, reason = "tuple_update returns it from PG16 on")
+    )]
     Summarizing,
 }
 
@@ -158,6 +160,24 @@ fn index_update(indexes: UpdateIndexes) -> IndexUpdate {
     }
 }
 
+/// Does `role` have USAGE on `namespace`? (`object_aclcheck` from PG16, before it
+/// `pg_namespace_aclcheck`.)
+pub fn namespace_usage(namespace: pg_sys::Oid, role: pg_sys::Oid) -> bool {
+    // SAFETY: an ACL check of an existing namespace OID.
+    unsafe {
+        #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
+        let acl = pg_sys::pg_namespace_aclcheck(namespace, role, pg_sys::ACL_USAGE as pg_sys::AclMode);
+        #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
+        let acl = pg_sys::object_aclcheck(
+            pg_sys::NamespaceRelationId,
+            namespace,
+            role,
+            pg_sys::ACL_USAGE as pg_sys::AclMode,
+        );
+        acl == pg_sys::AclResult::ACLCHECK_OK
+    }
+}
+
 /// `ExecInsertIndexTuples` for the row in `slot` (just inserted, or the new version of an
 /// update when `update`), as `which` says; no ON CONFLICT arbiters.
 ///
@@ -203,14 +223,6 @@ pub unsafe fn insert_index_tuples(
 mod tests {
     use pgrx::prelude::*;
 
-    #[pg_test]
-    fn pg_major_matches_the_server() {
-        let server = Spi::get_one::<String>("SELECT current_setting('server_version_num')")
-            .unwrap()
-            .unwrap();
-        assert_eq!(super::PG_MAJOR, server.parse::<u32>().unwrap() / 10000);
-    }
-
     /// Raises P4002 through `errors::raise`, whose ERROR level (`pg_sys::PGERROR`) is 20 on
     /// PG13 and 21 from PG14 (21 on PG13 would be FATAL and end the session).
     #[pg_extern]
@@ -234,9 +246,25 @@ mod tests {
         .unwrap();
     }
 
+    /// From PG15 a reserved prefix drops the placeholders already set under it, and refuses
+    /// new ones (42602); PG13/14 only warn about them.
     #[pg_test]
-    fn mark_guc_prefix_reserved_links_and_runs() {
+    fn mark_guc_prefix_reserved_reserves_the_prefix() {
+        Spi::run("SET idempotency_compat_test.before = 'x'").unwrap();
         super::mark_guc_prefix_reserved(c"idempotency_compat_test");
+        let kept = Spi::get_one::<String>(
+            "SELECT current_setting('idempotency_compat_test.before', true)",
+        )
+        .unwrap();
+        let refused = Spi::get_one::<String>(
+            "SELECT tests.sqlstate_of('SET idempotency_compat_test.after = ''y''')",
+        )
+        .unwrap();
+        if pg_sys::PG_VERSION_NUM >= 150000 {
+            assert_eq!((kept, refused.as_deref()), (None, Some("42602")));
+        } else {
+            assert_eq!((kept.as_deref(), refused.as_deref()), (Some("x"), Some("ok")));
+        }
     }
 
     /// Looks up pg_class's own row through pg_class_oid_index with the shim.

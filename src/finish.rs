@@ -248,7 +248,7 @@ fn forget(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
             input::key(args::bytes(fcinfo, 1))?,
         )
     };
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"requests")?;
     Ok(!FORGET
         .run(&conn, &[text_arg(scope), text_arg(key)])?
         .is_empty())

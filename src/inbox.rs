@@ -101,7 +101,7 @@ fn accept(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
         Some(retention),
     ];
     let key = [text_arg(consumer), text_arg(message_id)];
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"inbox")?;
     // Each pass either answers or saw the row vanish (purged) under it; three are plenty.
     for _ in 0..3 {
         if !INSERT.run(&conn, &row)?.is_empty() {
@@ -141,7 +141,7 @@ pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
 fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_inbox_purge(int4).
     let batch = input::batch("batch", unsafe { args::int4(fcinfo, 0) })?;
-    purge_batch(&Conn::open()?, batch)
+    purge_batch(&Conn::open_for(c"inbox")?, batch)
 }
 
 c_function!(idem_inbox_purge, pg_finfo_idem_inbox_purge, purge);

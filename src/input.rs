@@ -52,7 +52,12 @@ pub fn optional<'a>(what: &str, value: Option<&'a [u8]>, limit: usize) -> Result
     }
 }
 
-/// A lease or retention: present and longer than zero.
+/// The longest lease or retention, in microseconds as Postgres compares intervals (a month is
+/// 30 days): 100 years. The tables' CHECKs say the same, so that no stored interval can push
+/// a timestamp computed from it (now() + retention) out of range.
+pub const MAX_INTERVAL_MICROS: i128 = 1200 * 30 * 86_400 * 1_000_000;
+
+/// A lease or retention: present, longer than zero and at most 100 years.
 pub fn positive_interval<T>(what: &str, value: Option<(T, Interval)>) -> Result<T> {
     match value {
         None => Err(IdemError::new(
@@ -62,6 +67,11 @@ pub fn positive_interval<T>(what: &str, value: Option<(T, Interval)>) -> Result<
         Some((_, interval)) if interval.as_micros() <= 0 => Err(IdemError::new(
             errors::INVALID_PARAMETER_VALUE,
             format!("{what} must be positive"),
+        )
+        .detail(format!("{what} was {interval:?}."))),
+        Some((_, interval)) if interval.as_micros() > MAX_INTERVAL_MICROS => Err(IdemError::new(
+            errors::INVALID_PARAMETER_VALUE,
+            format!("{what} must be at most 100 years"),
         )
         .detail(format!("{what} was {interval:?}."))),
         Some((raw, _)) => Ok(raw),

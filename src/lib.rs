@@ -1,20 +1,6 @@
-//! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules, as layers from the SQL
-//! surface down (docs/architecture.md draws them; a module imports only from its own layer's
-//! lower modules or from layers below):
-//!
-//! 1. SQL-facing entry points: `claim` (`idem_claim`, with `claim_wait`), `finish` (complete,
-//!    fail, checkpoint, forget), `call` (`idem_call`, with `call_target`), `inbox`, `versions`,
-//!    `outbox`, `maintenance` (reclaim, purge), `metrics`, `canonical`, `lock_key`;
-//! 2. the protocol's shared steps: `change` (change an attempt, direct or SQL), `result_row`
-//!    (the result-row cache), `args` and `input` (arguments and their checks);
-//! 3. the record and its transitions: `record` (columns, `Status`, `Outcome`, `Record`),
-//!    `transition` (every state change, computed once);
-//! 4. the two ways to the table: `direct/` (catalog cache, index lookup, heap/index writer and
-//!    the rules for when SQL takes over) and `record_sql` over `spi` (kept plans);
-//! 5. beneath: `access` (privilege checks), `citus` (`detect`: is the table distributed;
-//!    upkeep of a distributed table), `compat` (differences between majors), `errors`,
-//!    `settings`, `schema` (the SQL files), `canonical_limits`, `jsonb`, `datum`;
-//! 6. background: `worker` (launcher), `maintenance_worker`, `as_owner`.
+//! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules are layers; the one
+//! list of them is the table in docs/architecture.md, which `tests/layers.rs` checks every
+//! `crate::` path against. The claim path is `claim.rs`, finishing an attempt `finish.rs`.
 //!
 //! Test builds (`pg_test` feature) add `test_points` (injection and fail points) and
 //! `pg_tests` (the `#[pg_test]`s, in schema `tests`).

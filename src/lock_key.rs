@@ -1,6 +1,6 @@
 //! `idem_lock_key`: the advisory-lock key of an idempotency key.
 //!
-//! The layout is a stable, documented contract (docs/canonical.md) implemented once, in
+//! The layout is a stable, documented contract (docs/hashing.md) implemented once, in
 //! `idem_canonical::lock_key`: XXH3-64 (seed 0) over `u32_le(len(scope)) ‖ scope ‖ key`
 //! (UTF-8 bytes), reinterpreted as a signed bigint. Nothing else may change it.
 
@@ -69,7 +69,7 @@ mod tests {
     use pgrx::prelude::*;
 
     /// Derived from the layout with an independent XXH3 (Python `xxhash`), as in
-    /// crates/idem-canonical/tests/lock_key.rs and docs/canonical.md.
+    /// crates/idem-canonical/tests/lock_key.rs and docs/hashing.md.
     const VECTORS: &[(&str, &str, i64)] = &[
         ("", "", 5238470482016868669),
         ("", "order-42", 7028550922732861026),
@@ -93,11 +93,17 @@ mod tests {
         assert_eq!(got, Ok(Some(-8142244442764676313)));
     }
 
+    /// A claim of a new key holds `idem_lock_key(scope, key)` in its own class (objsubid
+    /// 0x4944), not in the class `pg_advisory_xact_lock(bigint)` uses (1).
     #[pg_test]
-    fn lock_key_takes_an_advisory_lock() {
-        let got = Spi::get_one::<bool>(
-            "SELECT pg_try_advisory_xact_lock(idem_lock_key('payments', 'order-42'))",
+    fn a_new_claim_holds_its_key_lock_in_the_claim_class() {
+        Spi::run("SELECT idem_claim('lk-class', 'order-42', 'h')").unwrap();
+        let held = Spi::get_one::<String>(
+            "SELECT string_agg(objsubid::text, ',') FROM pg_locks
+             WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
+               AND ((classid::int8 << 32) | objid::int8) = idem_lock_key('lk-class', 'order-42')",
         );
-        assert_eq!(got, Ok(Some(true)));
+        assert_eq!(held, Ok(Some(crate::lock_key::CLAIM_LOCK_CLASS.to_string())));
+        assert_eq!(crate::lock_key::CLAIM_LOCK_CLASS, 0x4944);
     }
 }

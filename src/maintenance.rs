@@ -23,7 +23,8 @@ static RECLAIM: Statement = Statement {
                  ELSE pg_catalog.format(' (claimed by %s)', claimed_by) END, \
             locked_until), \
           locked_until = NULL, updated_at = pg_catalog.now(), \
-          expires_at = GREATEST(expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) retention) \
+          expires_at = GREATEST(expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) \
+            LEAST(retention, '100 years'::pg_catalog.interval)) \
           WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY( \
             SELECT ctid FROM idempotency.requests \
             WHERE status OPERATOR(pg_catalog.=) 'processing' \
@@ -91,13 +92,13 @@ fn checked_batch(batch: Option<i32>) -> Result<i32> {
 
 fn reclaim(batch: Option<i32>) -> Result<i64> {
     let batch = checked_batch(batch)?;
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"requests")?;
     reclaim_batch(&conn, batch)
 }
 
 fn purge(batch: Option<i32>) -> Result<i64> {
     let batch = checked_batch(batch)?;
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"requests")?;
     purge_batch(&conn, batch)
 }
 

@@ -48,7 +48,8 @@ static TAKE: Statement = Statement {
           taken AS ( \
             UPDATE idempotency.outbox AS o \
             SET leased_until = pg_catalog.now() OPERATOR(pg_catalog.+) $2, \
-                attempts = o.attempts OPERATOR(pg_catalog.+) 1 \
+                attempts = CASE WHEN o.attempts OPERATOR(pg_catalog.<) 2147483647 \
+                           THEN o.attempts OPERATOR(pg_catalog.+) 1 ELSE o.attempts END \
             FROM picked WHERE o.id OPERATOR(pg_catalog.=) picked.id \
             RETURNING o.id, o.message_id, o.topic, o.payload, o.headers, o.attempts) \
           SELECT id::pg_catalog.int8, message_id::pg_catalog.uuid, topic::pg_catalog.text, \
@@ -121,7 +122,7 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
             "headers must be a JSON object",
         ));
     }
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"outbox")?;
     let row = [
         text_arg(topic),
         opt_text_arg(dedupe_key),
@@ -218,7 +219,7 @@ fn take(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
             args::bytes(fcinfo, 2),
         )
     };
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"outbox")?;
     let taken = TAKE.run(
         &conn,
         &[Some(Datum::from(batch)), Some(lease), opt_text_arg(topic)],
@@ -236,7 +237,7 @@ c_function!(idem_outbox_take, pg_finfo_idem_outbox_take, take);
 fn ack(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_outbox_ack(int8[]) (STRICT: never NULL).
     let ids = unsafe { args::datum(fcinfo, 0) }.ok_or_else(|| null_error("ids"))?;
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"outbox")?;
     Ok(ACK.run(&conn, &[Some(ids)])?.len() as i64)
 }
 
@@ -252,7 +253,7 @@ fn nack(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
         )
     };
     let error = error.map(|e| input::clip(e, input::MAX_TEXT_BYTES));
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"outbox")?;
     // A row that is published (another publisher acked it) or gone is left alone.
     NACK.run(&conn, &[Some(id), opt_text_arg(error), Some(retry_after)])?;
     Ok(())
@@ -273,7 +274,7 @@ pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
 fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_outbox_purge(int4).
     let batch = input::batch("batch", unsafe { args::int4(fcinfo, 0) })?;
-    purge_batch(&Conn::open()?, batch)
+    purge_batch(&Conn::open_for(c"outbox")?, batch)
 }
 
 c_function!(idem_outbox_purge, pg_finfo_idem_outbox_purge, purge);

@@ -8,7 +8,8 @@ use crate::datum::{datum_bytes, text_datum};
 use crate::errors::{self, IdemError, Result};
 use crate::record::{NATTS, Record, Status, Values};
 use crate::spi::{
-    Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, int4_arg, text_arg,
+    Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, int4_arg, opt_text_arg,
+    text_arg,
 };
 
 /// `WHERE` one key ($1, $2).
@@ -183,6 +184,36 @@ pub fn insert(conn: &Conn, record: &Record) -> Result<bool> {
         ));
     }
     Ok(!INSERT.run(conn, &record_args(record))?.is_empty())
+}
+
+/// sql/claim.sql's probe: raises the policy's 42501 for a new row of the key, or returns.
+static POLICY_PROBE: Statement = Statement {
+    sql: "SELECT idempotency.claim_policy_probe($1, $2, $3, $4)",
+    args: &[TEXT, TEXT, TEXT, TEXT],
+};
+
+/// Under row-level security, ask the table's policies about a new record of (scope, key) as
+/// the caller would insert it: Postgres' own 42501 when they refuse. A claim asks this before
+/// another transaction's hold on the key may answer, so that the answer for a key another
+/// tenant is inserting is the answer for any key the caller may not write.
+pub fn check_insert_policy(
+    conn: &Conn,
+    scope: &[u8],
+    key: &[u8],
+    hash: &[u8],
+    claimed_by: Option<&[u8]>,
+) -> Result<()> {
+    if !crate::access::row_security_applies_to_requests() {
+        return Ok(());
+    }
+    let args = [
+        text_arg(scope),
+        text_arg(key),
+        text_arg(hash),
+        opt_text_arg(claimed_by),
+    ];
+    POLICY_PROBE.run(conn, &args)?;
+    Ok(())
 }
 
 /// Write `record` over the stored one of its key, which the caller has locked.

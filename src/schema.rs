@@ -1,6 +1,8 @@
-//! The extension's SQL, in install order: tables and types (sql/bootstrap.sql) first, then the
-//! declarations of every function, then the grants. The C functions declared in sql/*.sql are
-//! defined in the module named in each comment.
+//! The extension's SQL files, in install order: tables and types (sql/bootstrap.sql) first,
+//! then the declarations of every function, then the grants. The C functions declared in
+//! sql/*.sql are defined in the module named in each comment. Functions pgrx declares from
+//! `#[pg_extern]` (canonical.rs, lock_key.rs, maintenance.rs) and `metrics.rs`' own
+//! `extension_sql!` (idem_metrics' comment and grants) are not in these files.
 
 use pgrx::prelude::*;
 

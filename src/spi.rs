@@ -57,6 +57,13 @@ pub struct Conn {
 impl Conn {
     /// Every statement names schema `idempotency`: its USAGE is checked here, as name lookup
     /// would, because a kept plan is not looked up again for the next role (`access.rs`).
+    /// For statements on `idempotency.<table>`: the caller's privileges on it are checked
+    /// first, before any statement locks it (`access::require_table_access`).
+    pub fn open_for(table: &core::ffi::CStr) -> Result<Conn> {
+        crate::access::require_table_access(table)?;
+        Conn::open()
+    }
+
     pub fn open() -> Result<Conn> {
         crate::access::require_idempotency_usage()?;
         // SAFETY: paired with SPI_finish in Drop.

@@ -32,7 +32,7 @@ fn advance(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
             })?,
         )
     };
-    let conn = Conn::open()?;
+    let conn = Conn::open_for(c"versions")?;
     let applied = ADVANCE.run(&conn, &[text_arg(stream), text_arg(entity), Some(version)])?;
     Ok(!applied.is_empty())
 }

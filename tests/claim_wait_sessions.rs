@@ -201,24 +201,24 @@ fn wait_null_or_zero_never_blocks_and_negative_is_rejected() {
     ta.rollback().expect("rollback");
 }
 
-/// An error inside the wait's probe (here a retention past the timestamp range, found by
-/// tests/sql_fuzz.rs) rolls the probe's subtransaction back: the session goes on working.
-/// Before the fix it stayed in an aborted subtransaction and refused every later statement
-/// with 25P02.
+/// An error inside the wait's probe (a fail point inside the claim's direct insert, which the
+/// probe reaches; sql_fuzz.rs first found it with a retention past the timestamp range, which
+/// is now refused before the probe) rolls the probe's subtransaction back: the session goes on
+/// working. Before the fix it stayed in an aborted subtransaction and refused every later
+/// statement with 25P02.
 #[test]
 fn an_error_inside_the_probe_leaves_the_session_usable() {
     let mut a = cluster().session();
-    for (key, lease, retention) in [
-        ("probe-err-1", "1 min", "178000000 years"),
-        ("probe-err-2", "178000000 years", "1 day"),
-    ] {
+    for key in ["probe-err-1", "probe-err-2"] {
+        a.batch_execute("SET idempotency_test.fail_at = 'claim.direct:22008'")
+            .expect("fail point");
         let err = a
             .query_one(
-                "SELECT outcome::text FROM idem_claim('probe-err', $1, 'h', \
-                 lease => $2::text::interval, retention => $3::text::interval, wait => '15 ms')",
-                &[&key, &lease, &retention],
+                "SELECT outcome::text FROM idem_claim('probe-err', $1, 'h', wait => '15 ms')",
+                &[&key],
             )
-            .expect_err("past the timestamp range");
+            .expect_err("the fail point");
+        a.batch_execute("RESET idempotency_test.fail_at").expect("reset");
         assert_eq!(sqlstate(&err), "22008", "{key}");
         let one: i32 = a
             .query_one("SELECT 1", &[])
@@ -236,15 +236,24 @@ fn an_error_inside_the_probe_leaves_the_session_usable() {
         assert_eq!(rows, 0);
     }
     // In an explicit transaction: the error aborts it, ROLLBACK ends it, the session goes on.
-    a.batch_execute("BEGIN").expect("begin");
+    a.batch_execute("BEGIN; SET LOCAL idempotency_test.fail_at = 'claim.direct:22008'")
+        .expect("begin");
     let err = a
         .query_one(
-            "SELECT outcome::text FROM idem_claim('probe-err', 'k3', 'h', \
-             retention => '178000000 years', wait => '15 ms')",
+            "SELECT outcome::text FROM idem_claim('probe-err', 'k3', 'h', wait => '15 ms')",
             &[],
         )
-        .expect_err("past the timestamp range");
+        .expect_err("the fail point");
     assert_eq!(sqlstate(&err), "22008");
     a.batch_execute("ROLLBACK").expect("rollback");
     assert_eq!(claim(&mut a, "probe-err", "k3", HASH), "new_claim");
+    // Intervals past the bound are refused before any probe, writing nothing.
+    let err = a
+        .query_one(
+            "SELECT outcome::text FROM idem_claim('probe-err', 'k4', 'h', \
+             retention => '178000000 years', wait => '15 ms')",
+            &[],
+        )
+        .expect_err("over 100 years");
+    assert_eq!(sqlstate(&err), "22023");
 }

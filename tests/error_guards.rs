@@ -60,6 +60,10 @@ const POINTS: &[(&str, &[&str])] = &[
         ],
     ),
     (
+        "hash.fields",
+        &["SELECT idem_hash('{\"a\": \"{k}\"}'::jsonb, ARRAY['a'])"],
+    ),
+    (
         "call.after_callee",
         &["SELECT (idem_call('g', '{k}', '{}', 'public.echo(jsonb)'::regprocedure)).outcome::text"],
     ),
@@ -179,14 +183,28 @@ fn errors_are_raised_only_by_entry_points() {
                     continue;
                 };
                 let attributes = lines[start.saturating_sub(4)..start].join("\n");
-                let entry = lines[start].contains("extern \"C-unwind\"")
-                    || attributes.contains("#[pg_extern");
+                let pg_extern = attributes.contains("#[pg_extern");
+                let entry = lines[start].contains("extern \"C-unwind\"") || pg_extern;
                 if !entry {
                     wrong.push(format!(
                         "{name}:{}: or_raise in {}",
                         i + 1,
                         lines[start].trim()
                     ));
+                }
+                if pg_extern {
+                    for owned in owned_arguments(&lines[start..=i]) {
+                        let dropped = lines[start..i]
+                            .iter()
+                            .any(|l| l.contains(&format!("drop({owned})")));
+                        if !dropped {
+                            wrong.push(format!(
+                                "{name}:{}: or_raise while argument `{owned}` (which has a \
+                                 destructor) is alive",
+                                i + 1
+                            ));
+                        }
+                    }
                 }
             }
         }
@@ -197,4 +215,75 @@ fn errors_are_raised_only_by_entry_points() {
         "errors raised below the outermost frame:\n{}",
         wrong.join("\n")
     );
+}
+
+/// Argument types of a `#[pg_extern]` that own nothing (no destructor): borrowed bytes of a
+/// datum, and plain numbers. Any other argument (pgrx's `Array`, `String`, `JsonB`, ...) must
+/// be dropped before the function raises.
+const BORROWED: &[&str] = &[
+    "TextBytes<", "JsonbBytes<", "JsonBytes<", "VarlenaBytes<", "i16", "i32", "i64", "bool",
+    "f64", "Option<i32>", "default!(Option<i32>",
+];
+
+/// The names of the arguments of the function whose lines start at `lines[0]` that own
+/// something with a destructor.
+fn owned_arguments(lines: &[&str]) -> Vec<String> {
+    let text = lines.join("\n");
+    let Some(open) = text.find('(') else {
+        return Vec::new();
+    };
+    // The parameter list ends at the `)` that closes the first `(`.
+    let mut depth = 0;
+    let mut end = open;
+    for (k, c) in text[open..].char_indices() {
+        match c {
+            '(' => depth += 1,
+            ')' => {
+                depth -= 1;
+                if depth == 0 {
+                    end = open + k;
+                    break;
+                }
+            }
+            _ => {}
+        }
+    }
+    let params = &text[open + 1..end];
+    let mut owned = Vec::new();
+    // Split on top-level commas only (types contain `<'_, &str>`).
+    let (mut depth, mut from) = (0i32, 0);
+    let mut pieces = Vec::new();
+    for (k, c) in params.char_indices() {
+        match c {
+            '<' | '(' => depth += 1,
+            '>' | ')' => depth -= 1,
+            ',' if depth == 0 => {
+                pieces.push(&params[from..k]);
+                from = k + 1;
+            }
+            _ => {}
+        }
+    }
+    pieces.push(&params[from..]);
+    for piece in pieces {
+        let Some((name, ty)) = piece.split_once(':') else {
+            continue;
+        };
+        let (name, ty) = (name.trim(), ty.trim());
+        if !name.is_empty() && !BORROWED.iter().any(|b| ty.starts_with(b)) {
+            owned.push(name.to_string());
+        }
+    }
+    owned
+}
+
+#[test]
+fn the_owned_argument_check_sees_an_array() {
+    let lines = [
+        "fn f(payload: JsonbBytes<'_>, fields: Array<'_, &str>) -> String {",
+        "    g(&fields).or_raise()",
+    ];
+    assert_eq!(owned_arguments(&lines), vec!["fields".to_string()]);
+    let lines = ["fn f(batch: default!(Option<i32>, 10000)) -> i64 {"];
+    assert!(owned_arguments(&lines).is_empty());
 }

@@ -24,6 +24,8 @@ use common::{Client, cluster, sqlstate};
 const CALLS: &[&str] = &[
     "SELECT outcome::text FROM idem_claim('{s}', 'k1', 'h1')",
     "SELECT outcome::text FROM idem_claim('{s}', 'k1', 'h1')",
+    // A key another session is inserting (HELD_KEY): under RLS, the policy probe.
+    "SELECT outcome::text FROM idem_claim('held', 'k', 'h')",
     "SELECT pg_catalog.num_nulls(idem_checkpoint('{s}', 'k1', 'p1'))::text",
     "SELECT idem_complete('{s}', 'k1', '{\"a\": 1}')::text",
     "SELECT idem_complete('{s}', 'k1', '{\"a\": 1}')::text",
@@ -253,6 +255,12 @@ fn no_statement_resolves_through_search_path() {
              GRANT USAGE ON SCHEMA hijack TO PUBLIC; GRANT USAGE ON SCHEMA tests TO victim;",
         )
         .expect("set-up");
+
+    // A claim that stays uncommitted for the whole test: ('held', 'k') is being inserted.
+    let mut holder = cluster.session();
+    holder
+        .batch_execute("BEGIN; SELECT idem_claim('held', 'k', 'h');")
+        .expect("held key");
 
     // 1. The statements, from a backend that ran every call (as `victim`: RLS on, so SQL).
     let (mut victim, _) = cluster.connect_collecting("idem_test", "victim");

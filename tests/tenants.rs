@@ -314,3 +314,55 @@ fn a_tenant_sees_and_changes_only_its_scopes() {
 fn caches_built_before_the_policies_do_not_bypass_them() {
     isolation("tenants_warm", true);
 }
+
+/// While globex holds an uncommitted claim of one of its keys, acme's claim of that key gets
+/// the same 42501 as of any globex key, not `processing_active`: a tenant cannot learn which
+/// keys another is working on (the policy answers before the key's lock does).
+#[test]
+fn another_tenants_in_flight_key_looks_like_any_other() {
+    let name = "tenants_in_flight";
+    let (mut owner, mut globex) = setup(name, false);
+    let mut acme = cluster().connect_as(name, &format!("{name}_pool"));
+    globex.batch_execute("BEGIN").expect("begin");
+    globex
+        .execute("SELECT pg_catalog.set_config('app.tenant', 'globex', true)", &[])
+        .expect("tenant");
+    assert_eq!(
+        answer(
+            &mut globex,
+            "SELECT outcome::text FROM idem_claim('globex', 'busy', 'h')"
+        ),
+        "new_claim"
+    );
+    for key in ["busy", "idle"] {
+        let sql = format!("SELECT outcome::text FROM idem_claim('globex', '{key}', 'h')");
+        assert_eq!(
+            as_tenant(&mut acme, Some("acme"), &sql),
+            "ERROR 42501",
+            "acme's claim of globex's {key} key"
+        );
+        let call = format!(
+            "SELECT (idem_call('globex', '{key}', '{{}}', 'public.effect(jsonb)')).outcome::text"
+        );
+        assert_eq!(
+            as_tenant(&mut acme, Some("acme"), &call),
+            "ERROR 42501",
+            "idem_call of globex's {key} key"
+        );
+    }
+    // Its own in-flight key still answers processing_active to globex's other sessions.
+    let mut globex2 = cluster().connect_as(name, &format!("{name}_pool"));
+    assert_eq!(
+        as_tenant(
+            &mut globex2,
+            Some("globex"),
+            "SELECT outcome::text FROM idem_claim('globex', 'busy', 'h')"
+        ),
+        "processing_active"
+    );
+    globex.batch_execute("COMMIT").expect("commit");
+    assert_eq!(
+        answer(&mut owner, "SELECT count(*)::text FROM idempotency.requests WHERE scope = 'globex'"),
+        "1"
+    );
+}

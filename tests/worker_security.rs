@@ -307,3 +307,52 @@ fn a_deferred_trigger_of_the_owner_does_not_fire_as_the_worker() {
     assert_eq!(count(&mut db, "SELECT count(*) FROM public.audit"), 0);
     assert_eq!(left(&mut db).2, 1);
 }
+
+/// A TRIGGER grantee attaches a function the (superuser) owner "owns" only because it is built
+/// in or comes with an extension: contrib's tcn would NOTIFY every purged inbox row to anyone
+/// listening. The worker refuses the table; the other tables are still purged.
+#[test]
+fn an_extension_or_built_in_trigger_function_is_not_the_owners_own() {
+    let mut db = database("ws_tcn");
+    let tcn = count(
+        &mut db,
+        "SELECT count(*) FROM pg_available_extensions WHERE name = 'tcn'",
+    ) > 0;
+    db.batch_execute(
+        "DO $$ BEGIN CREATE ROLE eve LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT USAGE ON SCHEMA idempotency TO eve;
+         GRANT TRIGGER ON idempotency.inbox, idempotency.requests TO eve;",
+    )
+    .expect("set-up");
+    if tcn {
+        db.batch_execute("CREATE EXTENSION tcn").expect("tcn");
+    }
+    let mut eve = worker_cluster().connect_as("ws_tcn", "eve");
+    // Built in, in pg_catalog: harmless itself, but owned by the bootstrap superuser.
+    eve.batch_execute(
+        "CREATE TRIGGER builtin BEFORE UPDATE ON idempotency.requests FOR EACH ROW
+           EXECUTE FUNCTION pg_catalog.suppress_redundant_updates_trigger();",
+    )
+    .expect("eve's built-in trigger");
+    if tcn {
+        eve.batch_execute(
+            "CREATE TRIGGER leak AFTER DELETE ON idempotency.inbox FOR EACH ROW
+               EXECUTE FUNCTION public.triggered_change_notification();",
+        )
+        .expect("eve's tcn trigger");
+    }
+    db.batch_execute(EXPIRED_ROWS).expect("rows");
+    wait_for_round("the outbox is purged", || left(&mut db).2 == 0);
+    wait_for_round("the warnings", || {
+        let log = worker_cluster().log();
+        log.contains("does not touch idempotency.requests: trigger \"builtin\" runs")
+            && (!tcn || log.contains("does not touch idempotency.inbox: trigger \"leak\" runs"))
+    });
+    let (requests, inbox, _) = left(&mut db);
+    assert_eq!(requests, 1, "requests was purged through a built-in trigger");
+    if tcn {
+        assert_eq!(inbox, 1, "the inbox was purged through tcn's trigger");
+    } else {
+        eprintln!("tcn is not installed: only the built-in case ran");
+    }
+}

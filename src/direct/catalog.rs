@@ -147,6 +147,11 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
             None => resolve()?,
         };
         WATCHED.with(|w| w.set((table, index)));
+        // Privileges before the lock, as a statement's name lookup checks them: a role with no
+        // rights must not queue for the table behind another session's lock. Every decision
+        // still waits for the lock (`rules.rs` checks the exact privilege again).
+        crate::access::require_schema_usage(nsp)?;
+        crate::access::require_some_table_privilege(table)?;
         // SAFETY: locking (which processes pending invalidations) before anything is decided;
         // a relation dropped meanwhile gives NULL, not an error.
         let rel = unsafe { pg_sys::try_relation_open(table, lockmode as pg_sys::LOCKMODE) };

@@ -14,8 +14,6 @@ pub mod rules;
 pub mod shape;
 pub mod writer;
 
-use pgrx::pg_sys;
-
 pub use catalog::{lock_table, resolve};
 pub use lookup::Lookup;
 pub use rules::may_update;
@@ -25,6 +23,8 @@ pub use writer::Writer;
 /// ("readable"/"writable", flag), for tests.
 #[cfg(any(test, feature = "pg_test"))]
 pub fn describe_requests() -> Vec<(String, String)> {
+    use pgrx::pg_sys;
+
     let mut out = Vec::new();
     let Ok(Some((catalog, rel, _))) = lock_table(pg_sys::AccessShareLock) else {
         return out;

@@ -26,7 +26,7 @@ pub struct Writer {
 
 impl Writer {
     /// The table opened for writes with `privilege`, or `None` when the caller must write
-    /// through SQL (see the module's list). `lookup` is the read this write follows: its
+    /// through SQL (`direct/rules.rs` lists when). `lookup` is the read this write follows: its
     /// decisions stand only if nothing was invalidated by the time the write lock is held.
     pub fn open(lookup: &Lookup, privilege: u32) -> Option<Writer> {
         if !crate::direct::rules::may_write(&lookup.catalog) {

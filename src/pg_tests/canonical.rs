@@ -313,6 +313,32 @@ mod tests {
         );
     }
 
+    /// The pairs at the edges of the surrogate ranges through both input types, and their
+    /// order (UTF-16 code units: U+10FFFF before U+E000).
+    #[pg_test]
+    fn surrogate_pairs_at_the_edges() {
+        for (escaped, ch) in [
+            (r"\ud800\udc00", "\u{10000}"),
+            (r"\ud800\udfff", "\u{103ff}"),
+            (r"\udbff\udc00", "\u{10fc00}"),
+            (r"\udbff\udfff", "\u{10ffff}"),
+            (r"\ud7ff", "\u{d7ff}"),
+            (r"\ue000", "\u{e000}"),
+        ] {
+            for ty in ["json", "jsonb"] {
+                let got = text(&format!("SELECT idem_canonical('\"{escaped}\"'::{ty})"));
+                assert_eq!(got, format!("\"{ch}\""), "{escaped} {ty}");
+            }
+        }
+        let doc = r#"{"\ue000":1,"\udbff\udfff":2,"\ud800\udc00":3}"#;
+        let want = "{\"\u{10000}\":3,\"\u{10ffff}\":2,\"\u{e000}\":1}";
+        for ty in ["json", "jsonb"] {
+            assert_eq!(text(&format!("SELECT idem_canonical('{doc}'::{ty})")), want);
+        }
+        let got = outcome(r#"SELECT idem_canonical('"\udbff\ue000"'::json)"#);
+        assert!(got.starts_with("22P05: "), "{got}");
+    }
+
     #[pg_test]
     fn out_of_range_messages_show_the_number() {
         let got = outcome("SELECT idem_hash('[-1e400]'::jsonb)");

@@ -88,4 +88,18 @@ mod tests {
     .unwrap_or_default();
         assert_eq!(message, expected);
     }
+
+    /// `idem_distribute`'s first parameter is `distribution_column`, as Citus names it: named
+    /// notation works without quoting (without Citus the call is P4060, not a syntax error).
+    #[pg_test]
+    fn idem_distribute_takes_distribution_column_by_name() {
+        assert_eq!(
+            text("SELECT proargnames::text FROM pg_proc WHERE proname = 'idem_distribute'"),
+            "{distribution_column,colocate_with,shard_count}"
+        );
+        assert_eq!(
+            sqlstate("SELECT idem_distribute(distribution_column => 'scope', shard_count => 4)"),
+            "P4060"
+        );
+    }
 }

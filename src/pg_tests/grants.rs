@@ -145,6 +145,12 @@ mod tests {
         ),
         // Distributing the table (Citus) is for its owner; without Citus it raises P4060.
         ("idem_distribute", "SELECT idem_distribute('key')", &[]),
+        // A claim's policy probe (row-level security) needs what a new claim needs.
+        (
+            "claim_policy_probe",
+            "SELECT idempotency.claim_policy_probe('g', 'probe', 'h', NULL)",
+            &["app"],
+        ),
     ];
 
     #[pg_test]
@@ -223,5 +229,54 @@ mod tests {
             sqlstate("SELECT idem_grant('grants_app', 'admin')"),
             "22023"
         );
+    }
+
+    /// The table privileges `role` holds itself, as `table:PRIV,...;` for every table and view
+    /// of schema idempotency, and whether it has USAGE on the schema.
+    fn held(role: &str) -> String {
+        one::<String>(&format!(
+            "SELECT has_schema_privilege('{role}', 'idempotency', 'USAGE') || ' ' ||
+                    coalesce(string_agg(c.relname || ':' || e.privilege_type, ','
+                             ORDER BY c.relname, e.privilege_type), '')
+             FROM pg_class c, aclexplode(c.relacl) e
+             WHERE c.relnamespace = 'idempotency'::regnamespace
+               AND e.grantee = '{role}'::regrole"
+        ))
+        .unwrap_or_default()
+    }
+
+    /// Revoking one profile keeps what the role's other profiles need (round 6, finding 7).
+    #[pg_test]
+    fn revoking_a_profile_keeps_what_the_others_need() {
+        run("CREATE ROLE grants_two");
+        run("GRANT USAGE ON SCHEMA tests TO grants_two");
+        run("SELECT idem_grant('grants_two', 'app')");
+        let app_only = held("grants_two");
+        run("SELECT idem_grant('grants_two', 'upkeep')");
+        run("SELECT idem_revoke('grants_two', 'upkeep')");
+        // A profile counts as held when all of its privileges are: upkeep's include all of
+        // publisher's, so publisher's UPDATE on the outbox stays until publisher is revoked.
+        assert_eq!(
+            held("grants_two"),
+            app_only.replace("outbox:SELECT", "outbox:SELECT,outbox:UPDATE"),
+            "app's and publisher's privileges after revoking upkeep"
+        );
+        run("SELECT idem_revoke('grants_two', 'publisher')");
+        assert_eq!(held("grants_two"), app_only, "app's privileges after revoking publisher");
+        run("SET LOCAL ROLE grants_two");
+        let got = sqlstate("SELECT idem_claim('g2', 'k', 'h')");
+        run("RESET ROLE");
+        assert_eq!(got, "ok", "the app profile still claims");
+        run("SELECT idem_revoke('grants_two', 'app')");
+        assert_eq!(held("grants_two"), "false ");
+
+        // Two profiles that share only USAGE: the schema stays usable for the one kept.
+        run("CREATE ROLE grants_mp");
+        run("SELECT idem_grant('grants_mp', 'monitor')");
+        run("SELECT idem_grant('grants_mp', 'publisher')");
+        run("SELECT idem_revoke('grants_mp', 'publisher')");
+        assert_eq!(held("grants_mp"), "true stats:SELECT");
+        run("SELECT idem_revoke('grants_mp', 'monitor')");
+        assert_eq!(held("grants_mp"), "false ");
     }
 }

@@ -8,6 +8,7 @@
 //! written inline. So each file of this directory wraps its tests in its own
 //! `#[pg_schema] mod tests { ... }`, and [`helpers`] holds what several of them share.
 
+mod bounds;
 mod call;
 mod call_site;
 mod canonical;

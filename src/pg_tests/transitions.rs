@@ -8,7 +8,7 @@ mod tests {
     use crate::change::{Path, Target, change_attempt_at};
     use crate::datum::text_datum;
     use crate::direct::{Lookup, Writer};
-    use crate::pg_tests::helpers::{one, run, sqlstate};
+    use crate::pg_tests::helpers::{one, run, set_time, sqlstate, text};
     use crate::record::{COLUMNS, Record, Status};
     use crate::spi::LazyConn;
     use crate::transition::{ClaimArgs, Clock, Transition};
@@ -287,5 +287,33 @@ mod tests {
              WHERE scope = 'eq-max' AND key = 'd'",
         );
         assert_eq!(kept.as_deref(), Some("failed_retryable 2147483647"));
+    }
+
+    /// A takeover starts the record's retention again with the new call's `retention`: the
+    /// returned and the stored `expires_at` are now() + that retention, for both kinds of
+    /// takeover, whether the new retention is longer or shorter than the old one.
+    #[pg_test]
+    fn a_takeover_expires_by_its_own_retention() {
+        for (key, old, new) in [("long", "1 hour", "30 days"), ("short", "30 days", "10 minutes")] {
+            let stale = format!("stale-{key}");
+            run(&format!("SELECT idem_claim('tk-exp', '{stale}', 'h', retention => '{old}')"));
+            set_time("tk-exp", &stale, "locked_until", "-1 minute");
+            let retry = format!("retry-{key}");
+            run(&format!("SELECT idem_claim('tk-exp', '{retry}', 'h', retention => '{old}')"));
+            run(&format!("SELECT idem_fail('tk-exp', '{retry}', true)"));
+            for (k, outcome) in [(&stale, "processing_stale"), (&retry, "retryable_failure")] {
+                let got = text(&format!(
+                    "SELECT outcome || ' ' || (expires_at = now() + '{new}'::interval)
+                     FROM idem_claim('tk-exp', '{k}', 'h', retention => '{new}')"
+                ));
+                assert_eq!(got, format!("{outcome} true"), "{k}: returned expires_at");
+                let stored = text(&format!(
+                    "SELECT retention::text || ' ' || (expires_at = now() + '{new}'::interval)
+                     FROM idempotency.requests WHERE scope = 'tk-exp' AND key = '{k}'"
+                ));
+                let retention = text(&format!("SELECT '{new}'::interval::text"));
+                assert_eq!(stored, format!("{retention} true"), "{k}: stored expires_at");
+            }
+        }
     }
 }

@@ -559,6 +559,31 @@ mod tests {
         );
     }
 
+    /// The pairs at the edges of the surrogate ranges, and the code points next to them.
+    #[test]
+    fn surrogate_pairs_at_the_edges() {
+        for (escaped, ch) in [
+            (r"\ud800\udc00", '\u{10000}'),
+            (r"\ud800\udfff", '\u{103ff}'),
+            (r"\udbff\udc00", '\u{10fc00}'),
+            (r"\udbff\udfff", '\u{10ffff}'),
+            (r"\uDBFF\uDFFF", '\u{10ffff}'),
+            (r"\ud7ff", '\u{d7ff}'),
+            (r"\ue000", '\u{e000}'),
+            (r"\uffff", '\u{ffff}'),
+        ] {
+            assert_eq!(canon(&format!("\"{escaped}\"")).unwrap(), format!("\"{ch}\""), "{escaped}");
+        }
+        // Sorted by UTF-16 code units: U+10FFFF (0xDBFF 0xDFFF) before U+E000, U+FFFF after.
+        assert_eq!(
+            canon(r#"{"\uffff":1,"\ue000":2,"\udbff\udfff":3,"\ud800\udc00":4,"\ud7ff":5}"#).unwrap(),
+            "{\"\u{d7ff}\":5,\"\u{10000}\":4,\"\u{10ffff}\":3,\"\u{e000}\":2,\"\u{ffff}\":1}"
+        );
+        for lone in [r"\udfff", r"\udbff", r"\udbff\ue000", r"\ud800\udbff", r"\udc00\ud800"] {
+            assert_eq!(kind(&format!("\"{lone}\"")), "22P05", "{lone}");
+        }
+    }
+
     #[test]
     fn errors() {
         assert_eq!(kind(r#"{"a":1,"a":2}"#), "22030");
