@@ -47,10 +47,12 @@ BEGIN
        OR pg_catalog.btrim(h, ws) OPERATOR(pg_catalog.=) '' THEN
         PERFORM idempotency.portable_name('request_hash', 'P4003', h);
     END IF;
-    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+       OR lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval THEN
         PERFORM idempotency.portable_interval('lease', lease, false);
     END IF;
-    IF retention IS NULL OR retention OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
+    IF retention IS NULL OR retention OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+       OR retention OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval THEN
         PERFORM idempotency.portable_interval('retention', retention, false);
     END IF;
     IF pg_catalog.octet_length(claimed_by) OPERATOR(pg_catalog.>) 255 THEN
@@ -89,6 +91,12 @@ BEGIN
     FOR pass IN 1..3 LOOP
         IF NOT have THEN
             IF NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(pg_catalog.octet_length(s)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text OPERATOR(pg_catalog.||) s OPERATOR(pg_catalog.||) k, 18756::pg_catalog.int8)) THEN
+                -- The policy answers before another transaction's hold on the key may: under
+                -- row-level security, a key another tenant is inserting is refused like any
+                -- (sql/claim.sql's probe, as the native edition asks it).
+                IF pg_catalog.row_security_active('idempotency.requests'::pg_catalog.regclass) THEN
+                    PERFORM idempotency.claim_policy_probe(s, k, h, idem_claim.claimed_by);
+                END IF;
                 result.outcome := 'processing_active';
                 RETURN result;
             END IF;

@@ -68,7 +68,8 @@ BEGIN
 END
 $fn$;
 
--- An interval that must be present and positive (lease, retention), or not negative (delays).
+-- An interval that must be present and positive and at most 100 years (lease, retention), or
+-- not negative (delays).
 CREATE FUNCTION idempotency.portable_interval(what pg_catalog.text, value pg_catalog.interval, zero_ok pg_catalog.bool)
 RETURNS pg_catalog.interval
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
@@ -84,6 +85,11 @@ BEGIN
     END IF;
     IF NOT zero_ok AND value OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = what OPERATOR(pg_catalog.||) ' must be positive',
+            DETAIL = pg_catalog.format('%s was %s.', what, idempotency.portable_interval_debug(value));
+    END IF;
+    -- At most 100 years, as the tables' CHECKs: now() + retention stays in the timestamp range.
+    IF NOT zero_ok AND value OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = what OPERATOR(pg_catalog.||) ' must be at most 100 years',
             DETAIL = pg_catalog.format('%s was %s.', what, idempotency.portable_interval_debug(value));
     END IF;
     RETURN value;

@@ -184,7 +184,8 @@ WITH picked AS (
 taken AS (
     UPDATE idempotency.outbox AS o
        SET leased_until = pg_catalog.now() OPERATOR(pg_catalog.+) $2,
-           attempts = o.attempts OPERATOR(pg_catalog.+) 1
+           attempts = CASE WHEN o.attempts OPERATOR(pg_catalog.<) 2147483647
+                           THEN o.attempts OPERATOR(pg_catalog.+) 1 ELSE o.attempts END
       FROM picked WHERE o.id OPERATOR(pg_catalog.=) picked.id
     RETURNING o.id, o.message_id, o.topic, o.payload, o.headers, o.attempts)
 SELECT taken.id, taken.message_id, taken.topic, taken.payload, taken.headers, taken.attempts

@@ -58,7 +58,8 @@ BEGIN
                CASE WHEN r.claimed_by IS NULL THEN ''
                     ELSE pg_catalog.format(' (claimed by %s)', r.claimed_by) END, r.locked_until),
            locked_until = NULL, updated_at = pg_catalog.now(),
-           expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) r.retention)
+           expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+)
+               LEAST(r.retention, '100 years'::pg_catalog.interval))
      WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
              SELECT q.ctid FROM idempotency.requests AS q
               WHERE q.status OPERATOR(pg_catalog.=) 'processing'

@@ -163,6 +163,8 @@ fn operation(rng: &mut Rng, step: usize) -> String {
             .pick(&[
                 "SELECT idem_claim('a', ' ', 'h1')::text",
                 "SELECT idem_claim('a', 'k1', 'h1', lease => '0')::text",
+                "SELECT idem_claim('a', 'k1', 'h1', retention => '100 years 1 day')::text",
+                "SELECT idem_outbox_take(1, '1200 months 1 second')::text",
                 "SELECT idem_complete(NULL, 'k1', '{}')::text",
                 "SELECT idem_fail('a', 'k1', NULL)::text",
                 "SELECT idem_checkpoint('a', 'k1', repeat('r', 8193))::text",
