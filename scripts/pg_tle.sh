@@ -6,7 +6,7 @@
 #   scripts/pg_tle.sh PG_CONFIG DEST     -> DEST is a copy of PG_CONFIG's installation with
 #                                           pg_tle installed; prints DEST/bin/pg_config
 # Needs the gssapi headers when that Postgres was built with them (Debian: libkrb5-dev).
-# Re-running with an existing DEST whose pg_tle is installed does nothing.
+# Re-running with an existing DEST of the same Postgres version, pg_tle installed, does nothing.
 set -euo pipefail
 root=$(cd "$(dirname "$0")/.." && pwd)
 pg_config=${1:?usage: scripts/pg_tle.sh PG_CONFIG DEST}
@@ -14,7 +14,8 @@ dest=${2:?usage: scripts/pg_tle.sh PG_CONFIG DEST}
 tarball=${PG_TLE_TARBALL:-$root/../shared/pg_tle/pg_tle-1.5.2.tar.gz}
 sha=8fb28f2a79d452ebd244a072f5eee7570894abca3112fbb27df033f78003480f
 
-if [ -f "$dest/share/extension/pg_tle.control" ] && [ -x "$dest/bin/pg_config" ]; then
+if [ -f "$dest/share/extension/pg_tle.control" ] && [ -x "$dest/bin/pg_config" ] &&
+   [ "$("$dest/bin/pg_config" --version)" = "$("$pg_config" --version)" ]; then
     echo "$dest/bin/pg_config"
     exit 0
 fi
