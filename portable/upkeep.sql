@@ -117,18 +117,62 @@ LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$ SELECT '@PORTABLE_VERSION@'::pg_catalog.text $fn$;
 
+-- Why the upkeep must not write `tab` (NULL: it may): an enabled trigger that could run code
+-- the table's owner did not write, as src/as_owner.rs decides for the native worker.
+CREATE FUNCTION idempotency.portable_foreign_trigger(tab pg_catalog.regclass)
+RETURNS pg_catalog.text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+SELECT pg_catalog.format('trigger "%s" %s', t.tgname, CASE
+         WHEN p.proowner OPERATOR(pg_catalog.<>) c.relowner
+           THEN pg_catalog.format('runs %s, which the table''s owner does not own', t.tgfoid::pg_catalog.regprocedure)
+         WHEN p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace OR d.objid IS NOT NULL
+           THEN pg_catalog.format('runs %s, a built-in or extension function the owner did not write', t.tgfoid::pg_catalog.regprocedure)
+         WHEN t.tgqual IS NOT NULL THEN 'has a WHEN condition, which can call any function'
+         ELSE 'passes arguments to its function, which can steer it' END)
+  FROM pg_catalog.pg_trigger AS t
+  JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+  JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+  LEFT JOIN pg_catalog.pg_depend AS d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+        AND d.objid OPERATOR(pg_catalog.=) t.tgfoid AND d.deptype OPERATOR(pg_catalog.=) 'e'
+ WHERE t.tgrelid OPERATOR(pg_catalog.=) tab AND NOT t.tgisinternal AND t.tgenabled OPERATOR(pg_catalog.<>) 'D'
+   AND (p.proowner OPERATOR(pg_catalog.<>) c.relowner
+        OR p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace OR d.objid IS NOT NULL
+        OR t.tgqual IS NOT NULL OR t.tgnargs OPERATOR(pg_catalog.>) 0)
+ ORDER BY t.tgname LIMIT 1
+$fn$;
+
 -- The worker's round, from pg_cron: one batch of each, as the role that runs the job (schedule
--- it as the tables' owner). Returns what each did.
+-- it as the tables' owner). A table with a trigger the owner did not write is left alone with
+-- a WARNING, as the native worker does (its column is NULL). Returns what each did.
 CREATE FUNCTION @extschema@.idem_upkeep(batch pg_catalog.int4 DEFAULT 10000)
 RETURNS TABLE (reclaimed pg_catalog.int8, purged pg_catalog.int8, inbox_purged pg_catalog.int8, outbox_purged pg_catalog.int8)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
+DECLARE
+    why pg_catalog.text;
 BEGIN
-    reclaimed := @extschema@.idem_reclaim(batch);
-    purged := @extschema@.idem_purge(batch);
-    inbox_purged := @extschema@.idem_inbox_purge(batch);
-    outbox_purged := @extschema@.idem_outbox_purge(batch);
+    why := idempotency.portable_foreign_trigger('idempotency.requests'::pg_catalog.regclass);
+    IF why IS NULL THEN
+        reclaimed := @extschema@.idem_reclaim(batch);
+        purged := @extschema@.idem_purge(batch);
+    ELSE
+        RAISE WARNING 'idempotency: the upkeep does not touch idempotency.requests: %', why;
+    END IF;
+    why := idempotency.portable_foreign_trigger('idempotency.inbox'::pg_catalog.regclass);
+    IF why IS NULL THEN
+        inbox_purged := @extschema@.idem_inbox_purge(batch);
+    ELSE
+        RAISE WARNING 'idempotency: the upkeep does not touch idempotency.inbox: %', why;
+    END IF;
+    why := idempotency.portable_foreign_trigger('idempotency.outbox'::pg_catalog.regclass);
+    IF why IS NULL THEN
+        outbox_purged := @extschema@.idem_outbox_purge(batch);
+    ELSE
+        RAISE WARNING 'idempotency: the upkeep does not touch idempotency.outbox: %', why;
+    END IF;
     RETURN NEXT;
 END
 $fn$;
