@@ -5,7 +5,9 @@
 --
 -- Every function runs with search_path = pg_catalog, pg_temp and names every operator,
 -- function, type and collation with its schema, so that look-alikes a caller plants on the
--- search_path are never run. The helpers named _idem_jcs_* are not API.
+-- search_path are never run. The helpers named _idem_jcs_* are not API. All are PL/pgSQL, even
+-- one-liners: PL/pgSQL keeps its plans for the session, while before Postgres 18 a SQL function
+-- that has a SET clause is planned again by every statement that calls it (~1 ms here).
 
 -- A number that is not a short decimal: the nearest double (the numeric -> float8 cast is
 -- strtod, correctly rounded) in the shortest digits that read back (float8out with
@@ -29,6 +31,7 @@ DECLARE
     groups pg_catalog.text;
     zeros pg_catalog.int4;
     weight pg_catalog.int4;
+    bound pg_catalog.int4;
 BEGIN
     -- strtod returns 0 or HUGE_VAL with ERANGE and float8in refuses both: below 1e-300 a
     -- refusal means "rounds to zero" (as in ECMAScript), above 1e300 "beyond the doubles".
@@ -82,6 +85,25 @@ BEGIN
     IF k OPERATOR(pg_catalog.=) 0 THEN
         RETURN '0'::pg_catalog.text;  -- also -0
     END IF;
+    -- Postgres' Ryu leaves out the bounds of the rounding interval (decimals exactly halfway
+    -- between two doubles), ECMAScript takes them (they read back by round-half-even): one of
+    -- them is shorter only if it is D cut to k-1 digits, or that plus one unit.
+    IF k OPERATOR(pg_catalog.>) 1 THEN
+        FOR bound IN 0..1 LOOP
+            mantissa := (pg_catalog.left(digits, k OPERATOR(pg_catalog.-) 1)::pg_catalog.numeric OPERATOR(pg_catalog.+) bound::pg_catalog.numeric)::pg_catalog.text;
+            e := point OPERATOR(pg_catalog.-) (k OPERATOR(pg_catalog.-) 1);
+            whole := mantissa OPERATOR(pg_catalog.||) 'e'::pg_catalog.text OPERATOR(pg_catalog.||) e::pg_catalog.text;
+            -- (only casts that cannot overflow or underflow)
+            IF whole::pg_catalog.numeric OPERATOR(pg_catalog.<=) 1.7976931348623157e308::pg_catalog.numeric
+               AND whole::pg_catalog.numeric OPERATOR(pg_catalog.>=) 1e-323::pg_catalog.numeric
+               AND whole::pg_catalog.float8 OPERATOR(pg_catalog.=) pg_catalog.abs(shortest::pg_catalog.float8) THEN
+                point := e OPERATOR(pg_catalog.+) pg_catalog.length(mantissa);
+                digits := pg_catalog.rtrim(mantissa, '0'::pg_catalog.text);
+                k := pg_catalog.length(digits);
+                EXIT;
+            END IF;
+        END LOOP;
+    END IF;
     IF k OPERATOR(pg_catalog.<=) point AND point OPERATOR(pg_catalog.<=) 21 THEN
         digits := digits OPERATOR(pg_catalog.||) pg_catalog.repeat('0'::pg_catalog.text, point OPERATOR(pg_catalog.-) k);
     ELSIF 0 OPERATOR(pg_catalog.<) point AND point OPERATOR(pg_catalog.<=) 21 THEN
@@ -107,19 +129,23 @@ $fn$;
 -- A text whose byte order (collation "C") is the UTF-16 code unit order of `name`: that is
 -- code point order, except that U+E000..U+FFFF sort above the surrogate pairs of U+10000 and
 -- up. So U+E000..U+FFFF get a U+10FFFF prefix, and U+10FFFF itself becomes U+10FFFF U+0001.
+-- Those characters are made by convert_from (stable: not folded when the query is planned,
+-- so a single-byte database, whose names take the first branch, never builds them).
 -- (Inlined in idem_canonical(jsonb), where a call per member would cost more than the rest.)
 CREATE FUNCTION idempotency._idem_jcs_sort_key(name pg_catalog.text)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT CASE WHEN pg_catalog.octet_length(name) OPERATOR(pg_catalog.=) pg_catalog.length(name) THEN name
+BEGIN
+    RETURN CASE WHEN pg_catalog.octet_length(name) OPERATOR(pg_catalog.=) pg_catalog.length(name) THEN name
             ELSE pg_catalog.regexp_replace(
-                pg_catalog.replace(name, pg_catalog.chr(1114111), pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
-                '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(57344) OPERATOR(pg_catalog.||) '-'::pg_catalog.text
-                    OPERATOR(pg_catalog.||) pg_catalog.chr(65535) OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
-                pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text, 'g'::pg_catalog.text)
-       END
+                pg_catalog.replace(name, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name), pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
+                '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) '-'::pg_catalog.text
+                    OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
+                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text, 'g'::pg_catalog.text)
+       END;
+END
 $fn$;
 
 -- The canonical text of a jsonb value, in one statement: a recursive walk gives every value a
@@ -130,25 +156,34 @@ $fn$;
 -- ends with U+0001, a character canonical text never holds raw; the pair is then deleted.
 CREATE FUNCTION idempotency.idem_canonical(payload pg_catalog.jsonb)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-WITH RECURSIVE node (path, prefix, value, kind) AS (
-    SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload)
+BEGIN
+RETURN (
+WITH RECURSIVE node (path, prefix, value, kind, t) AS (
+    SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload),
+           CASE WHEN pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  OR pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
+                ELSE payload::pg_catalog.text END
   UNION ALL
-    SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value)
+    SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value),
+           -- the text of a scalar (of a container: not needed, not made)
+           CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
+                ELSE c.value::pg_catalog.text END
     FROM node n
     CROSS JOIN LATERAL (
         SELECT pg_catalog.convert_to(
                    -- idempotency._idem_jcs_sort_key(e.key), inlined
                    CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
                         ELSE pg_catalog.regexp_replace(
-                            pg_catalog.replace(e.key, pg_catalog.chr(1114111),
-                                pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
-                            '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(57344)
-                                OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(65535)
+                            pg_catalog.replace(e.key, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name),
+                                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
+                            '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
+                                OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
                                 OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
-                            pg_catalog.chr(1114111) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
+                            pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
                             'g'::pg_catalog.text)
                    END, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text) AS step,
                ','::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text
@@ -169,36 +204,37 @@ FROM (
     SELECT n.path, n.prefix OPERATOR(pg_catalog.||) CASE
                WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
                WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
-               WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.value::pg_catalog.text
+               WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.t
                -- numeric_out never writes an exponent. Up to 15 significant digits a decimal is
                -- its own shortest round-trip form, so from 1e-6 to 1e15 it is the answer.
-               WHEN pg_catalog.strpos(v.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
-                   CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(v.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15 THEN v.t
-                        ELSE idempotency._idem_jcs_number(v.t::pg_catalog.numeric, NULL::pg_catalog.text) END
-               WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(v.t, '0'::pg_catalog.text),
+               WHEN pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
+                   CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(n.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15 THEN n.t
+                        ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text) END
+               WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(n.t, '0'::pg_catalog.text),
                         '.'::pg_catalog.text, ''::pg_catalog.text), '-0'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15
-                    AND NOT pg_catalog.starts_with(pg_catalog.ltrim(v.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
-                   THEN pg_catalog.rtrim(pg_catalog.rtrim(v.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
-               ELSE idempotency._idem_jcs_number(v.t::pg_catalog.numeric, NULL::pg_catalog.text)
+                    AND NOT pg_catalog.starts_with(pg_catalog.ltrim(n.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
+                   THEN pg_catalog.rtrim(pg_catalog.rtrim(n.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
+               ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text)
            END
     FROM node n
-    CROSS JOIN LATERAL (SELECT CASE WHEN n.kind OPERATOR(pg_catalog.=) 'number'::pg_catalog.text
-                                    THEN n.value::pg_catalog.text END AS t) v
   UNION ALL
     SELECT n.path OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text),
            CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
     FROM node n
     WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
-) t (path, token)
+) t (path, token));
+END
 $fn$;
 
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
-                         'hex'::pg_catalog.text)
+BEGIN
+    RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
+                         'hex'::pg_catalog.text);
+END
 $fn$;
 -- idem_hash(payload, fields): the hash of the object made of only the listed top-level members.
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb, fields pg_catalog.text[])
@@ -390,10 +426,12 @@ $fn$;
 
 CREATE FUNCTION idempotency.idem_lock_key(key pg_catalog.text)
 RETURNS pg_catalog.int8
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT idempotency.idem_lock_key(''::pg_catalog.text, key)
+BEGIN
+    RETURN idempotency.idem_lock_key(''::pg_catalog.text, key);
+END
 $fn$;
 
 -- The json forms: what the json value adds to its jsonb cast is checked first, in the native
@@ -407,20 +445,21 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     t pg_catalog.text := payload::pg_catalog.text;
-    nul pg_catalog.bool := pg_catalog.strpos(t, E'\\u0000'::pg_catalog.text) OPERATOR(pg_catalog.>) 0;
+    -- escaped backslashes (\\) aside, so that only real escapes are seen and changed
+    bare pg_catalog.text := pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2));
+    nul pg_catalog.bool := pg_catalog.strpos(bare, E'\\u0000'::pg_catalog.text) OPERATOR(pg_catalog.>) 0;
     checked pg_catalog.int8;
     duplicate pg_catalog.text;
     cut pg_catalog.int4;
     result pg_catalog.text;
 BEGIN
     IF nul THEN
-        IF pg_catalog.strpos(t, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
+        IF pg_catalog.strpos(bare, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
             RAISE EXCEPTION 'the portable idem_canonical(json) cannot take both \u0000 and \u0001 escapes'
                 USING ERRCODE = '0A000', HINT = 'Use the native extension, or jsonb (which has no U+0000).';
         END IF;
-        -- escaped backslashes (\\) aside, so that only real \u0000 escapes change
-        t := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
-                 E'\\u0000'::pg_catalog.text, E'\\u0001'::pg_catalog.text), pg_catalog.chr(2), E'\\\\'::pg_catalog.text);
+        t := pg_catalog.replace(pg_catalog.replace(bare, E'\\u0000'::pg_catalog.text, E'\\u0001'::pg_catalog.text),
+                 pg_catalog.chr(2), E'\\\\'::pg_catalog.text);
     END IF;
     WITH RECURSIVE node (dpath, cpath, value, kind) AS (
         SELECT ''::pg_catalog.bytea, ''::pg_catalog.bytea, t::pg_catalog.json, pg_catalog.json_typeof(t::pg_catalog.json)
@@ -458,8 +497,9 @@ BEGIN
             LIMIT 1)
     INTO checked, duplicate;
     IF duplicate IS NOT NULL THEN
-        IF nul THEN
-            duplicate := pg_catalog.replace(duplicate, pg_catalog.chr(1), pg_catalog.chr(0));
+        IF nul AND pg_catalog.strpos(duplicate, pg_catalog.chr(1)) OPERATOR(pg_catalog.>) 0 THEN
+            -- the name holds U+0000, which no message can: it ends there
+            duplicate := pg_catalog.left(duplicate, pg_catalog.strpos(duplicate, pg_catalog.chr(1)) OPERATOR(pg_catalog.-) 1);
         END IF;
         IF pg_catalog.octet_length(duplicate) OPERATOR(pg_catalog.>) 64 THEN
             cut := 64;  -- at most 64 bytes, on a character boundary
@@ -482,9 +522,11 @@ $fn$;
 
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.json)
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
-                         'hex'::pg_catalog.text)
+BEGIN
+    RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
+                         'hex'::pg_catalog.text);
+END
 $fn$;

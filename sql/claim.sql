@@ -86,6 +86,10 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
+    IF scope IS NULL OR key IS NULL OR request_hash IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004',
+            MESSAGE = 'claim_policy_probe: scope, key and request_hash must not be null';
+    END IF;
     INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, claimed_by,
         claimed_at, locked_until, lease, retention, created_at, updated_at, expires_at)
     VALUES (claim_policy_probe.scope, claim_policy_probe.key, claim_policy_probe.request_hash,

@@ -58,6 +58,12 @@ const CHECKS: [(&CStr, &str); 8] = [
     ),
 ];
 
+/// 0.1.0's `requests_intervals_check` (positive only), on a database whose extension SQL is
+/// not yet updated. Weaker than 0.2.0's, and the arguments' rule (at most 100 years) keeps
+/// every direct write within both, so it is accepted.
+const INTERVALS_CHECK_0_1_0: &str = "and(op1334(v13,c(1186)'00000000000000000000000000000000'),\
+                                     op1334(v14,c(1186)'00000000000000000000000000000000'))";
+
 /// What the direct paths may do with the table.
 #[derive(Clone, Copy, Default, Debug, PartialEq, Eq)]
 pub struct Shape {
@@ -151,10 +157,13 @@ unsafe fn checks_match(rel: pg_sys::Relation, status_type: Oid) -> bool {
             let Some((_, expected)) = CHECKS.iter().find(|(n, _)| *n == name) else {
                 return false;
             };
-            check.ccvalid
-                && !check.ccbin.is_null()
-                && canonical(pg_sys::stringToNode(check.ccbin).cast(), status_type).as_deref()
-                    == Some(*expected)
+            if !check.ccvalid || check.ccbin.is_null() {
+                return false;
+            }
+            let found = canonical(pg_sys::stringToNode(check.ccbin).cast(), status_type);
+            found.as_deref() == Some(*expected)
+                || (name == c"requests_intervals_check"
+                    && found.as_deref() == Some(INTERVALS_CHECK_0_1_0))
         })
     }
 }
