@@ -1,0 +1,267 @@
+-- Portable edition of the consumers (src/inbox.rs, src/versions.rs, src/outbox.rs, src/call.rs):
+-- the same SQL statements as the C functions run, with their argument rules and messages.
+
+CREATE FUNCTION @extschema@.idem_inbox_accept(
+    consumer pg_catalog.text,
+    message_id pg_catalog.text,
+    message_hash pg_catalog.text,
+    retention pg_catalog.interval DEFAULT '7 days'
+) RETURNS pg_catalog.bool
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    c constant pg_catalog.text := idempotency.portable_name('consumer', 'P4000', idem_inbox_accept.consumer);
+    m constant pg_catalog.text := idempotency.portable_name('message_id', 'P4001', idem_inbox_accept.message_id);
+    h constant pg_catalog.text := idempotency.portable_name('message_hash', 'P4003', idem_inbox_accept.message_hash);
+    keep constant pg_catalog.interval := idempotency.portable_interval('retention', idem_inbox_accept.retention, false);
+    stored pg_catalog.text;
+    expired pg_catalog.bool;
+BEGIN
+    -- Each pass either answers or saw the row vanish (purged) under it; three are plenty.
+    FOR pass IN 1..3 LOOP
+        INSERT INTO idempotency.inbox AS i (consumer, message_id, message_hash, processed_at, expires_at)
+        VALUES (c, m, h, pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) keep)
+        ON CONFLICT (consumer, message_id) DO NOTHING;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        SELECT i.message_hash, i.expires_at OPERATOR(pg_catalog.<) pg_catalog.now() INTO stored, expired
+          FROM idempotency.inbox AS i
+         WHERE i.consumer OPERATOR(pg_catalog.=) c AND i.message_id OPERATOR(pg_catalog.=) m;
+        CONTINUE WHEN NOT FOUND;
+        IF expired THEN
+            UPDATE idempotency.inbox AS i
+               SET message_hash = h, processed_at = pg_catalog.now(),
+                   expires_at = pg_catalog.now() OPERATOR(pg_catalog.+) keep
+             WHERE i.consumer OPERATOR(pg_catalog.=) c AND i.message_id OPERATOR(pg_catalog.=) m
+               AND i.expires_at OPERATOR(pg_catalog.<) pg_catalog.now();
+            IF FOUND THEN
+                RETURN true;
+            END IF;
+            CONTINUE;
+        END IF;
+        IF stored OPERATOR(pg_catalog.=) h THEN
+            RETURN false;
+        END IF;
+        RAISE EXCEPTION USING ERRCODE = 'P4050',
+            MESSAGE = pg_catalog.format('message %s of consumer %s was delivered before with different content',
+                idempotency.portable_quote(m), idempotency.portable_quote(c)),
+            DETAIL = pg_catalog.format('Stored message hash: %s. This delivery''s hash: %s.', stored, h),
+            HINT = 'A message id must name one message: give changed content a new message id.';
+    END LOOP;
+    RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'the inbox row kept changing under idem_inbox_accept';
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_inbox_accept IS
+    'true the first time a consumer sees a message (apply its effect in this transaction), false for a duplicate; P4050 if the id comes back with another hash';
+
+CREATE FUNCTION @extschema@.idem_inbox_purge(
+    batch pg_catalog.int4 DEFAULT 10000
+) RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    n pg_catalog.int8;
+BEGIN
+    PERFORM idempotency.portable_batch(batch);
+    WITH doomed AS (SELECT consumer, message_id FROM idempotency.inbox
+                     WHERE expires_at OPERATOR(pg_catalog.<) pg_catalog.now()
+                     ORDER BY expires_at LIMIT batch FOR UPDATE SKIP LOCKED)
+    DELETE FROM idempotency.inbox AS i USING doomed
+     WHERE i.consumer OPERATOR(pg_catalog.=) doomed.consumer
+       AND i.message_id OPERATOR(pg_catalog.=) doomed.message_id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_inbox_purge IS 'Delete up to batch expired inbox rows (skipping locked ones); returns how many';
+
+CREATE FUNCTION @extschema@.idem_advance(
+    stream pg_catalog.text,
+    entity pg_catalog.text,
+    version pg_catalog.int8
+) RETURNS pg_catalog.bool
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+BEGIN
+    PERFORM idempotency.portable_name('stream', 'P4000', idem_advance.stream);
+    PERFORM idempotency.portable_name('entity', 'P4001', idem_advance.entity);
+    IF idem_advance.version IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'version must not be null';
+    END IF;
+    INSERT INTO idempotency.versions AS v (stream, entity, version, updated_at)
+    VALUES (idem_advance.stream, idem_advance.entity, idem_advance.version, pg_catalog.now())
+    ON CONFLICT (stream, entity) DO UPDATE
+       SET version = excluded.version, updated_at = excluded.updated_at
+     WHERE v.version OPERATOR(pg_catalog.<) excluded.version;
+    RETURN FOUND;
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_advance IS
+    'true (and records it) when version is newer than the last applied one of (stream, entity); false for a duplicate or older event';
+
+CREATE FUNCTION @extschema@.idem_outbox_put(
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    dedupe_key pg_catalog.text DEFAULT NULL,
+    headers pg_catalog.jsonb DEFAULT NULL,
+    available_at pg_catalog.timestamptz DEFAULT pg_catalog.now()
+) RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    new_id pg_catalog.int8;
+BEGIN
+    PERFORM idempotency.portable_name('topic', 'P4000', idem_outbox_put.topic);
+    IF idem_outbox_put.payload IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'payload must not be null';
+    END IF;
+    IF idem_outbox_put.dedupe_key IS NOT NULL THEN
+        PERFORM idempotency.portable_name('dedupe_key', 'P4001', idem_outbox_put.dedupe_key);
+    END IF;
+    IF pg_catalog.jsonb_typeof(idem_outbox_put.headers) OPERATOR(pg_catalog.<>) 'object' THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
+    END IF;
+    -- Each pass inserts, or finds the row its dedupe key names, or saw that row purged.
+    FOR pass IN 1..3 LOOP
+        INSERT INTO idempotency.outbox AS o (topic, dedupe_key, payload, headers, available_at, created_at)
+        VALUES (idem_outbox_put.topic, idem_outbox_put.dedupe_key, idem_outbox_put.payload,
+                idem_outbox_put.headers, COALESCE(idem_outbox_put.available_at, pg_catalog.now()), pg_catalog.now())
+        ON CONFLICT (topic, dedupe_key) DO NOTHING
+        RETURNING o.id INTO new_id;
+        IF FOUND THEN
+            RETURN new_id;
+        END IF;
+        EXIT WHEN idem_outbox_put.dedupe_key IS NULL;
+        SELECT o.id INTO new_id FROM idempotency.outbox AS o
+         WHERE o.topic OPERATOR(pg_catalog.=) idem_outbox_put.topic
+           AND o.dedupe_key OPERATOR(pg_catalog.=) idem_outbox_put.dedupe_key;
+        IF FOUND THEN
+            RETURN new_id;
+        END IF;
+    END LOOP;
+    RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'idem_outbox_put neither inserted nor found the message';
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_outbox_put IS
+    'Enqueue a message in the caller''s transaction; returns its id (the existing one if dedupe_key was used for the topic)';
+
+CREATE FUNCTION @extschema@.idem_outbox_take(
+    batch pg_catalog.int4 DEFAULT 100,
+    lease pg_catalog.interval DEFAULT '30 seconds',
+    topic pg_catalog.text DEFAULT NULL
+) RETURNS TABLE (
+    id pg_catalog.int8,
+    message_id pg_catalog.uuid,
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    headers pg_catalog.jsonb,
+    attempts pg_catalog.int4
+)
+-- LANGUAGE sql: PL/pgSQL refuses an OUT column named like a parameter (topic). The LIMIT is
+-- evaluated once, first: it checks batch, then lease, as the native function does.
+LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+WITH picked AS (
+    SELECT o.id FROM idempotency.outbox AS o
+     WHERE o.status OPERATOR(pg_catalog.=) 'pending'::pg_catalog.text
+       AND o.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+       AND (o.leased_until IS NULL OR o.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())
+       AND ($3 IS NULL OR o.topic OPERATOR(pg_catalog.=) $3)
+     ORDER BY o.id
+     LIMIT CASE WHEN idempotency.portable_batch($1) IS NOT NULL
+                THEN CASE WHEN idempotency.portable_interval('lease'::pg_catalog.text, $2, false) IS NOT NULL
+                          THEN $1 END END
+     FOR UPDATE SKIP LOCKED),
+taken AS (
+    UPDATE idempotency.outbox AS o
+       SET leased_until = pg_catalog.now() OPERATOR(pg_catalog.+) $2,
+           attempts = CASE WHEN o.attempts OPERATOR(pg_catalog.<) 2147483647
+                           THEN o.attempts OPERATOR(pg_catalog.+) 1 ELSE o.attempts END
+      FROM picked WHERE o.id OPERATOR(pg_catalog.=) picked.id
+    RETURNING o.id, o.message_id, o.topic, o.payload, o.headers, o.attempts)
+SELECT taken.id, taken.message_id, taken.topic, taken.payload, taken.headers, taken.attempts
+  FROM taken ORDER BY taken.id
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_outbox_take IS
+    'Lease up to batch available messages, oldest first, skipping rows other publishers hold';
+
+CREATE FUNCTION @extschema@.idem_outbox_ack(
+    ids pg_catalog.int8[]
+) RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    n pg_catalog.int8;
+BEGIN
+    UPDATE idempotency.outbox AS o
+       SET status = 'published', published_at = pg_catalog.now(), leased_until = NULL
+     WHERE o.id OPERATOR(pg_catalog.=) ANY (ids) AND o.status OPERATOR(pg_catalog.=) 'pending';
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_outbox_ack IS 'Mark messages published; returns how many were pending';
+
+CREATE FUNCTION @extschema@.idem_outbox_nack(
+    id pg_catalog.int8,
+    error pg_catalog.text,
+    retry_after pg_catalog.interval DEFAULT '1 minute'
+) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+DECLARE
+    err pg_catalog.text := idem_outbox_nack.error;
+BEGIN
+    IF idem_outbox_nack.id IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'id must not be null';
+    END IF;
+    PERFORM idempotency.portable_interval('retry_after', retry_after, true);
+    -- Cut to 8192 bytes without splitting a character, as pg_mbcliplen does.
+    WHILE pg_catalog.octet_length(err) OPERATOR(pg_catalog.>) 8192 LOOP
+        err := pg_catalog.left(err, LEAST(pg_catalog.length(err) OPERATOR(pg_catalog.-) 1,
+            pg_catalog.length(err) OPERATOR(pg_catalog.-) (pg_catalog.octet_length(err) OPERATOR(pg_catalog.-) 8192) OPERATOR(pg_catalog./) 4));
+    END LOOP;
+    -- A row that is published (another publisher acked it) or gone is left alone.
+    UPDATE idempotency.outbox AS o
+       SET last_error = err, leased_until = NULL,
+           available_at = pg_catalog.now() OPERATOR(pg_catalog.+) retry_after
+     WHERE o.id OPERATOR(pg_catalog.=) idem_outbox_nack.id AND o.status OPERATOR(pg_catalog.=) 'pending';
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_outbox_nack IS 'Record a failed publication and hand the message out again after retry_after';
+
+CREATE FUNCTION @extschema@.idem_outbox_purge(
+    batch pg_catalog.int4 DEFAULT 10000
+) RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    n pg_catalog.int8;
+    cutoff pg_catalog.timestamptz := pg_catalog.now() OPERATOR(pg_catalog.-)
+        idempotency.portable_setting('idempotency.outbox_retention', '7 days', '1 second');
+BEGIN
+    PERFORM idempotency.portable_batch(batch);
+    WITH doomed AS (SELECT o.id FROM idempotency.outbox AS o
+                     WHERE o.status OPERATOR(pg_catalog.=) 'published'
+                       AND o.published_at OPERATOR(pg_catalog.<) cutoff
+                     ORDER BY o.published_at LIMIT batch FOR UPDATE SKIP LOCKED)
+    DELETE FROM idempotency.outbox AS o USING doomed WHERE o.id OPERATOR(pg_catalog.=) doomed.id;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_outbox_purge IS
+    'Delete up to batch messages published longer than idempotency.outbox_retention ago (skipping locked ones); returns how many';

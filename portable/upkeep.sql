@@ -1,0 +1,213 @@
+-- Portable edition of the upkeep (src/maintenance.rs, src/metrics.rs, src/lib.rs). There is no
+-- background worker and no shared memory: idem_schedule_upkeep() asks pg_cron to run the
+-- reclaim and the purges, and idem_metrics() raises 55000, as the native edition does when its
+-- library was not preloaded (docs/managed.md says why there are no table-backed counters).
+
+-- A setting the native library defines (idempotency.reclaim_grace in ms,
+-- idempotency.outbox_retention in s); here a plain placeholder: a number in `unit`, or an
+-- interval ('10s'). Unset: `fallback`.
+CREATE FUNCTION idempotency.portable_setting(name pg_catalog.text, fallback pg_catalog.interval, unit pg_catalog.interval)
+RETURNS pg_catalog.interval
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    raw pg_catalog.text := pg_catalog.current_setting(name, true);
+BEGIN
+    IF raw IS NULL OR raw OPERATOR(pg_catalog.=) '' THEN
+        RETURN fallback;
+    END IF;
+    IF raw OPERATOR(pg_catalog.~) '^[0-9]+$'::pg_catalog.text THEN
+        RETURN unit OPERATOR(pg_catalog.*) raw::pg_catalog.float8;
+    END IF;
+    RETURN raw::pg_catalog.interval;
+END
+$fn$;
+
+CREATE FUNCTION idempotency.portable_check_batch(batch pg_catalog.int4)
+RETURNS pg_catalog.int4
+LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF batch IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'batch must not be null';
+    END IF;
+    IF batch OPERATOR(pg_catalog.<=) 0 THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = pg_catalog.format('batch must be positive, not %s', batch);
+    END IF;
+    RETURN batch;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.idem_reclaim(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    n pg_catalog.int8;
+    cutoff pg_catalog.timestamptz;
+BEGIN
+    PERFORM idempotency.portable_check_batch(batch);
+    cutoff := pg_catalog.now() OPERATOR(pg_catalog.-)
+        idempotency.portable_setting('idempotency.reclaim_grace', '0'::pg_catalog.interval, '1 millisecond');
+    UPDATE idempotency.requests AS r
+       SET status = 'failed_retryable', failure_code = 'lease_expired',
+           failure_message = pg_catalog.format('the lease of attempt %s%s ended at %s', r.attempt,
+               CASE WHEN r.claimed_by IS NULL THEN ''
+                    ELSE pg_catalog.format(' (claimed by %s)', r.claimed_by) END, r.locked_until),
+           locked_until = NULL, updated_at = pg_catalog.now(),
+           expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+)
+               LEAST(r.retention, '100 years'::pg_catalog.interval))
+     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
+             SELECT q.ctid FROM idempotency.requests AS q
+              WHERE q.status OPERATOR(pg_catalog.=) 'processing'
+                AND q.locked_until OPERATOR(pg_catalog.<) cutoff
+              ORDER BY q.locked_until LIMIT batch FOR UPDATE SKIP LOCKED))
+       AND r.status OPERATOR(pg_catalog.=) 'processing'
+       AND r.locked_until OPERATOR(pg_catalog.<) cutoff;
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.idem_purge(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    n pg_catalog.int8;
+BEGIN
+    PERFORM idempotency.portable_check_batch(batch);
+    DELETE FROM idempotency.requests AS r
+     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
+             SELECT q.ctid FROM idempotency.requests AS q
+              WHERE q.status OPERATOR(pg_catalog.<>) 'processing'
+                AND q.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()
+              ORDER BY q.expires_at LIMIT batch FOR UPDATE SKIP LOCKED))
+       AND r.status OPERATOR(pg_catalog.<>) 'processing'
+       AND r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now();
+    GET DIAGNOSTICS n = ROW_COUNT;
+    RETURN n;
+END
+$fn$;
+
+CREATE FUNCTION @extschema@.idem_metrics()
+RETURNS TABLE (name pg_catalog.text, value pg_catalog.int8)
+LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RAISE EXCEPTION USING ERRCODE = '55000',
+        MESSAGE = 'idempotency metrics are not available in the portable edition',
+        DETAIL = 'The counters live in shared memory, which only the native extension''s preloaded library can reserve.',
+        HINT = 'Read idempotency.stats, or move up to the native extension (docs/managed.md).';
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_metrics() IS
+    'Portable edition: always 55000 (no shared memory); see idempotency.stats';
+REVOKE ALL ON FUNCTION @extschema@.idem_metrics() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_metrics() TO pg_monitor;
+
+CREATE FUNCTION @extschema@.idem_version()
+RETURNS pg_catalog.text
+LANGUAGE sql IMMUTABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$ SELECT '@PORTABLE_VERSION@'::pg_catalog.text $fn$;
+
+-- Why the upkeep must not write `tab` (NULL: it may): an enabled trigger that could run code
+-- the table's owner did not write, as src/as_owner.rs decides for the native worker.
+CREATE FUNCTION idempotency.portable_foreign_trigger(tab pg_catalog.regclass)
+RETURNS pg_catalog.text
+LANGUAGE sql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+SELECT pg_catalog.format('trigger "%s" %s', t.tgname, CASE
+         WHEN p.proowner OPERATOR(pg_catalog.<>) c.relowner
+           THEN pg_catalog.format('runs %s, which the table''s owner does not own', t.tgfoid::pg_catalog.regprocedure)
+         WHEN p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace OR d.objid IS NOT NULL
+           THEN pg_catalog.format('runs %s, a built-in or extension function the owner did not write', t.tgfoid::pg_catalog.regprocedure)
+         WHEN t.tgqual IS NOT NULL THEN 'has a WHEN condition, which can call any function'
+         ELSE 'passes arguments to its function, which can steer it' END)
+  FROM pg_catalog.pg_trigger AS t
+  JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) t.tgrelid
+  JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) t.tgfoid
+  LEFT JOIN pg_catalog.pg_depend AS d ON d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+        AND d.objid OPERATOR(pg_catalog.=) t.tgfoid AND d.deptype OPERATOR(pg_catalog.=) 'e'
+ WHERE t.tgrelid OPERATOR(pg_catalog.=) tab AND NOT t.tgisinternal AND t.tgenabled OPERATOR(pg_catalog.<>) 'D'
+   AND (p.proowner OPERATOR(pg_catalog.<>) c.relowner
+        OR p.pronamespace OPERATOR(pg_catalog.=) 'pg_catalog'::pg_catalog.regnamespace OR d.objid IS NOT NULL
+        OR t.tgqual IS NOT NULL OR t.tgnargs OPERATOR(pg_catalog.>) 0)
+ ORDER BY t.tgname LIMIT 1
+$fn$;
+
+-- The worker's round, from pg_cron: one batch of each, as the role that runs the job (schedule
+-- it as the tables' owner). A table with a trigger the owner did not write is left alone with
+-- a WARNING, as the native worker does (its column is NULL). Returns what each did.
+CREATE FUNCTION @extschema@.idem_upkeep(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS TABLE (reclaimed pg_catalog.int8, purged pg_catalog.int8, inbox_purged pg_catalog.int8, outbox_purged pg_catalog.int8)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    why pg_catalog.text;
+BEGIN
+    why := idempotency.portable_foreign_trigger('idempotency.requests'::pg_catalog.regclass);
+    IF why IS NULL THEN
+        reclaimed := @extschema@.idem_reclaim(batch);
+        purged := @extschema@.idem_purge(batch);
+    ELSE
+        RAISE WARNING 'idempotency: the upkeep does not touch idempotency.requests: %', why;
+    END IF;
+    why := idempotency.portable_foreign_trigger('idempotency.inbox'::pg_catalog.regclass);
+    IF why IS NULL THEN
+        inbox_purged := @extschema@.idem_inbox_purge(batch);
+    ELSE
+        RAISE WARNING 'idempotency: the upkeep does not touch idempotency.inbox: %', why;
+    END IF;
+    why := idempotency.portable_foreign_trigger('idempotency.outbox'::pg_catalog.regclass);
+    IF why IS NULL THEN
+        outbox_purged := @extschema@.idem_outbox_purge(batch);
+    ELSE
+        RAISE WARNING 'idempotency: the upkeep does not touch idempotency.outbox: %', why;
+    END IF;
+    RETURN NEXT;
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_upkeep(pg_catalog.int4) IS
+    'Portable edition: one upkeep round (reclaim, purge, inbox and outbox purges), for pg_cron';
+
+-- Ask pg_cron to run idem_upkeep in this database every `schedule` (cron syntax or
+-- '10 seconds' on pg_cron >= 1.5). Run it as the owner of the idempotency tables: pg_cron runs
+-- a job as the role that scheduled it. Returns the job id; scheduling again replaces the job.
+CREATE FUNCTION @extschema@.idem_schedule_upkeep(schedule pg_catalog.text DEFAULT '* * * * *')
+RETURNS pg_catalog.int8
+LANGUAGE plpgsql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    owner_ pg_catalog.name := (SELECT c.relowner::pg_catalog.regrole::pg_catalog.name FROM pg_catalog.pg_class AS c
+                               WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass);
+    job pg_catalog.int8;
+BEGIN
+    IF pg_catalog.to_regnamespace('cron') IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idem_schedule_upkeep needs the pg_cron extension',
+            HINT = 'CREATE EXTENSION pg_cron (in cron.database_name), or call idem_upkeep() from your own scheduler.';
+    END IF;
+    IF owner_ OPERATOR(pg_catalog.<>) CURRENT_USER THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = pg_catalog.format('idem_schedule_upkeep must be run by %s, the owner of the idempotency tables', owner_),
+            HINT = 'pg_cron runs a job as the role that scheduled it; upkeep runs as the tables'' owner.';
+    END IF;
+    EXECUTE 'SELECT cron.schedule_in_database($1, $2, $3, $4)'
+       INTO job
+      USING 'idempotency-upkeep-' OPERATOR(pg_catalog.||) pg_catalog.current_database(), schedule,
+            'SELECT * FROM ' OPERATOR(pg_catalog.||) pg_catalog.quote_ident('@extschema@')
+                OPERATOR(pg_catalog.||) '.idem_upkeep()', pg_catalog.current_database();
+    RETURN job;
+END
+$fn$;
+COMMENT ON FUNCTION @extschema@.idem_schedule_upkeep(pg_catalog.text) IS
+    'Portable edition: schedule idem_upkeep() with pg_cron in this database, as the tables'' owner; returns the job id';
