@@ -77,7 +77,8 @@ installed_ok() { # MAJOR -> 0 if installed, pinned line recorded, and pg_config 
 }
 
 # --- Debian packages --------------------------------------------------------------------------
-apt_pkgs=(build-essential libclang-dev clang sudo pkg-config ca-certificates)
+# libkrb5-dev: the /opt builds have GSSAPI, and pg_tle (scripts/pg_tle.sh) needs its headers.
+apt_pkgs=(build-essential libclang-dev clang sudo pkg-config ca-certificates libkrb5-dev)
 for v in "${wanted[@]}"; do
   case "${SRC[$v]}" in
     debian) apt_pkgs+=("postgresql-$v" "postgresql-server-dev-$v") ;;

@@ -89,8 +89,12 @@ for v in "${versions[@]}"; do
   # 16-18), skipped on the others.
   citus=0
   case " ${IDEM_CITUS_MAJORS-17} " in *" $v "*) citus=1 ;; esac
+  # tests/portable_pg_tle.rs builds pg_tle 1.5.2 (scripts/pg_tle.sh) into a copy of this
+  # Postgres without the native files: on the majors in IDEM_PGTLE_MAJORS (default 17).
+  pgtle=0
+  case " ${IDEM_PGTLE_MAJORS-17} " in *" $v "*) pgtle=1 ;; esac
   run_one "pg$v ($pgver)" "$logs/pg$v.log" \
-    env -u RUST_BACKTRACE IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" IDEM_CITUS="$citus" \
+    env -u RUST_BACKTRACE IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" IDEM_CITUS="$citus" IDEM_PGTLE="$pgtle" \
     cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
 done
 
