@@ -10,12 +10,12 @@ mod tests {
 
     #[pg_test]
     fn leases_and_retentions_over_100_years_are_22023_and_write_nothing() {
+        run("CREATE FUNCTION tests.bd_echo(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'");
         for sql in [
             "SELECT idem_claim('bd-args', 'k', 'h', lease => '100 years 1 day')",
             "SELECT idem_claim('bd-args', 'k', 'h', retention => '1000000 years')",
             "SELECT idem_claim('bd-args', 'k', 'h', retention => '36001 days')",
-            "SELECT idem_call('bd-args', 'k', '{}', 'pg_catalog.jsonb_strip_nulls(jsonb)', \
-             retention => '101 years')",
+            "SELECT idem_call('bd-args', 'k', '{}', 'tests.bd_echo(jsonb)', retention => '101 years')",
             "SELECT idem_inbox_accept('bd-args', 'm', 'h', '101 years')",
             "SELECT idem_outbox_take(1, '101 years')",
         ] {
