@@ -8,8 +8,8 @@
 //! enabled trigger whose function the owner does not own, or that is built in (`pg_catalog`)
 //! or belongs to an extension (a superuser owns those too), or with a WHEN condition (it can call
 //! any function), or with arguments (they can steer even the owner's function: contrib's
-//! `check_foreign_key` runs SQL built from them). A WARNING (once per table since the server
-//! started) and the `maintenance_refused` counter say so, and the other tables go on.
+//! `check_foreign_key` runs SQL built from them). A WARNING (once per table and worker
+//! process) and the `maintenance_refused` counter say so, and the other tables go on.
 //! Everything is decided after the table is locked.
 
 use core::ffi::{CStr, c_int};

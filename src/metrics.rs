@@ -54,8 +54,8 @@ const NAMES: [&str; COUNTERS] = [
     "maintenance_refused",
 ];
 
-/// The counters, then one word that is not a counter: the refusals already warned about.
-type Values = [AtomicU64; COUNTERS + 1];
+/// The counters.
+type Values = [AtomicU64; COUNTERS];
 
 /// The counters' place in shared memory; null in a process that did not preload us.
 pub struct SharedCounters {
@@ -115,18 +115,17 @@ fn add(counter: Counter, n: u64) {
     }
 }
 
-/// A maintenance step refused a table (`as_owner.rs`). True the first time since the server
-/// started for this (database, table), as far as a 64-bit set of their hashes can tell.
+/// A maintenance step refused a table (`as_owner.rs`). True the first time this worker process
+/// refused this (database, table): an exact set per process, so that no table's warning is
+/// lost to another's (a shared 64-bit filter let unrelated tables share a bit).
 pub fn count_refused(database: pg_sys::Oid, table: pg_sys::Oid) -> bool {
     add(Counter::MaintenanceRefused, 1);
-    let Some(values) = values() else {
-        return true;
-    };
-    // Fibonacci hashing of (database, table) into one of 64 bits: the low bits of small OIDs
-    // alone would put every table of a database on the same bit (one warning per database).
-    let key = (u64::from(u32::from(database)) << 32) | u64::from(u32::from(table));
-    let bit = 1u64 << (key.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 58);
-    values[COUNTERS].fetch_or(bit, Ordering::Relaxed) & bit == 0
+    REFUSED.with(|seen| seen.borrow_mut().insert((u32::from(database), u32::from(table))))
+}
+
+thread_local! {
+    static REFUSED: std::cell::RefCell<std::collections::HashSet<(u32, u32)>> =
+        std::cell::RefCell::new(std::collections::HashSet::new());
 }
 
 #[inline]
