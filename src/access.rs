@@ -66,13 +66,19 @@ pub fn require_some_table_privilege(table: Oid) -> Result<()> {
         ) {
             return Ok(());
         }
-        let held =
-            pg_sys::pg_class_aclmask(table, pg_sys::GetUserId(), any, pg_sys::AclMaskHow::ACLMASK_ANY);
+        let held = pg_sys::pg_class_aclmask(
+            table,
+            pg_sys::GetUserId(),
+            any,
+            pg_sys::AclMaskHow::ACLMASK_ANY,
+        );
         let name = pg_sys::get_rel_name(table);
         let name = if name.is_null() {
             String::from("?")
         } else {
-            core::ffi::CStr::from_ptr(name).to_string_lossy().into_owned()
+            core::ffi::CStr::from_ptr(name)
+                .to_string_lossy()
+                .into_owned()
         };
         (held, name)
     };

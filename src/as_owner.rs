@@ -43,7 +43,8 @@ unsafe fn foreign_trigger(rel: pg_sys::Relation, owner: Oid) -> Option<(String, 
                 pg_sys::ReleaseSysCache(tuple);
                 found
             };
-            let extension = pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, trigger.tgfoid);
+            let extension =
+                pg_sys::getExtensionOfObject(pg_sys::ProcedureRelationId, trigger.tgfoid);
             let why = if function_owner != owner {
                 format!(
                     "runs {}, which the table's owner does not own",

@@ -166,7 +166,8 @@ pub fn namespace_usage(namespace: pg_sys::Oid, role: pg_sys::Oid) -> bool {
     // SAFETY: an ACL check of an existing namespace OID.
     unsafe {
         #[cfg(any(feature = "pg13", feature = "pg14", feature = "pg15"))]
-        let acl = pg_sys::pg_namespace_aclcheck(namespace, role, pg_sys::ACL_USAGE as pg_sys::AclMode);
+        let acl =
+            pg_sys::pg_namespace_aclcheck(namespace, role, pg_sys::ACL_USAGE as pg_sys::AclMode);
         #[cfg(not(any(feature = "pg13", feature = "pg14", feature = "pg15")))]
         let acl = pg_sys::object_aclcheck(
             pg_sys::NamespaceRelationId,
@@ -263,7 +264,10 @@ mod tests {
         if pg_sys::PG_VERSION_NUM >= 150000 {
             assert_eq!((kept, refused.as_deref()), (None, Some("42602")));
         } else {
-            assert_eq!((kept.as_deref(), refused.as_deref()), (Some("x"), Some("ok")));
+            assert_eq!(
+                (kept.as_deref(), refused.as_deref()),
+                (Some("x"), Some("ok"))
+            );
         }
     }
 

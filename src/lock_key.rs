@@ -103,7 +103,10 @@ mod tests {
              WHERE locktype = 'advisory' AND pid = pg_backend_pid() AND granted
                AND ((classid::int8 << 32) | objid::int8) = idem_lock_key('lk-class', 'order-42')",
         );
-        assert_eq!(held, Ok(Some(crate::lock_key::CLAIM_LOCK_CLASS.to_string())));
+        assert_eq!(
+            held,
+            Ok(Some(crate::lock_key::CLAIM_LOCK_CLASS.to_string()))
+        );
         assert_eq!(crate::lock_key::CLAIM_LOCK_CLASS, 0x4944);
     }
 }

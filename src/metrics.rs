@@ -120,7 +120,10 @@ fn add(counter: Counter, n: u64) {
 /// lost to another's (a shared 64-bit filter let unrelated tables share a bit).
 pub fn count_refused(database: pg_sys::Oid, table: pg_sys::Oid) -> bool {
     add(Counter::MaintenanceRefused, 1);
-    REFUSED.with(|seen| seen.borrow_mut().insert((u32::from(database), u32::from(table))))
+    REFUSED.with(|seen| {
+        seen.borrow_mut()
+            .insert((u32::from(database), u32::from(table)))
+    })
 }
 
 thread_local! {

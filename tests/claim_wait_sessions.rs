@@ -218,7 +218,8 @@ fn an_error_inside_the_probe_leaves_the_session_usable() {
                 &[&key],
             )
             .expect_err("the fail point");
-        a.batch_execute("RESET idempotency_test.fail_at").expect("reset");
+        a.batch_execute("RESET idempotency_test.fail_at")
+            .expect("reset");
         assert_eq!(sqlstate(&err), "22008", "{key}");
         let one: i32 = a
             .query_one("SELECT 1", &[])

@@ -221,8 +221,17 @@ fn errors_are_raised_only_by_entry_points() {
 /// datum, and plain numbers. Any other argument (pgrx's `Array`, `String`, `JsonB`, ...) must
 /// be dropped before the function raises.
 const BORROWED: &[&str] = &[
-    "TextBytes<", "JsonbBytes<", "JsonBytes<", "VarlenaBytes<", "i16", "i32", "i64", "bool",
-    "f64", "Option<i32>", "default!(Option<i32>",
+    "TextBytes<",
+    "JsonbBytes<",
+    "JsonBytes<",
+    "VarlenaBytes<",
+    "i16",
+    "i32",
+    "i64",
+    "bool",
+    "f64",
+    "Option<i32>",
+    "default!(Option<i32>",
 ];
 
 /// The names of the arguments of the function whose lines start at `lines[0]` that own

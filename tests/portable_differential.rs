@@ -145,7 +145,11 @@ fn operation(rng: &mut Rng, step: usize) -> String {
             rng.pick(&["1 hour", "2 hours"]),
             rng.pick(&["NULL", "'t1'"])
         ),
-        85..=86 => format!("SELECT idem_outbox_ack(ARRAY[{}, {}]::bigint[])::text", 1 + rng.below(20), 1 + rng.below(20)),
+        85..=86 => format!(
+            "SELECT idem_outbox_ack(ARRAY[{}, {}]::bigint[])::text",
+            1 + rng.below(20),
+            1 + rng.below(20)
+        ),
         87 => format!(
             "SELECT idem_outbox_nack({}, 'err', '{}')::text",
             1 + rng.below(20),
@@ -157,7 +161,12 @@ fn operation(rng: &mut Rng, step: usize) -> String {
              FROM idem_call('call', 'c{}', '{}', '{}', lease => '{lease}')",
             rng.below(8),
             rng.pick(&["{\"a\": 1}", "{\"a\": 1}", "{\"a\": 2}"]),
-            rng.pick(&["diff_ok(jsonb)", "diff_ok(jsonb)", "diff_bad(jsonb)", "diff_busy(jsonb)"])
+            rng.pick(&[
+                "diff_ok(jsonb)",
+                "diff_ok(jsonb)",
+                "diff_bad(jsonb)",
+                "diff_busy(jsonb)"
+            ])
         ),
         _ => rng
             .pick(&[
@@ -181,9 +190,17 @@ fn operation(rng: &mut Rng, step: usize) -> String {
 /// The answer of `sql`: its text, or the error's SQLSTATE, message, DETAIL and HINT.
 fn run_one(db: &mut Client, sql: &str) -> String {
     match db.query_one(sql, &[]) {
-        Ok(row) => row.get::<_, Option<String>>(0).unwrap_or_else(|| "NULL".into()),
+        Ok(row) => row
+            .get::<_, Option<String>>(0)
+            .unwrap_or_else(|| "NULL".into()),
         Err(e) => match e.as_db_error() {
-            Some(d) => format!("ERROR {} {} | {:?} | {:?}", d.code().code(), d.message(), d.detail(), d.hint()),
+            Some(d) => format!(
+                "ERROR {} {} | {:?} | {:?}",
+                d.code().code(),
+                d.message(),
+                d.detail(),
+                d.hint()
+            ),
             None => format!("ERROR {}", sqlstate(&e)),
         },
     }
@@ -195,14 +212,21 @@ fn snapshot(db: &mut Client) -> String {
 
 #[test]
 fn native_and_portable_agree_on_random_operations() {
-    let ops: usize = std::env::var("IDEM_DIFF_OPS").ok().and_then(|v| v.parse().ok()).unwrap_or(5000);
-    let seed: u64 = std::env::var("IDEM_DIFF_SEED").ok().and_then(|v| v.parse().ok()).unwrap_or(21);
+    let ops: usize = std::env::var("IDEM_DIFF_OPS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(5000);
+    let seed: u64 = std::env::var("IDEM_DIFF_SEED")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(21);
     let c = cluster();
     let mut native = c.database("diff_native");
     let mut portable = c.empty_database("diff_portable");
-    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .output()
-        .expect("scripts/portable.sh");
+    let out =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+            .output()
+            .expect("scripts/portable.sh");
     assert!(out.status.success());
     portable
         .batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
@@ -227,7 +251,10 @@ fn native_and_portable_agree_on_random_operations() {
         }
         let a = run_one(&mut native, &sql);
         let b = run_one(&mut portable, &sql);
-        assert_eq!(a, b, "step {step} (seed {seed}): {sql}\n native: {a}\n portable: {b}");
+        assert_eq!(
+            a, b,
+            "step {step} (seed {seed}): {sql}\n native: {a}\n portable: {b}"
+        );
         answers += 1;
         if step % 50 == 49 || step + 1 == ops {
             let (sa, sb) = (snapshot(&mut native), snapshot(&mut portable));
@@ -239,11 +266,17 @@ fn native_and_portable_agree_on_random_operations() {
                     .take(5)
                     .map(|(x, y)| format!(" native:   {x}\n portable: {y}"))
                     .collect();
-                panic!("rows differ after step {step} (seed {seed}):\n{}", diff.join("\n"));
+                panic!(
+                    "rows differ after step {step} (seed {seed}):\n{}",
+                    diff.join("\n")
+                );
             }
         }
     }
-    let rows = common::count(&mut native, "SELECT (SELECT count(*) FROM idempotency.requests) + (SELECT count(*) FROM idempotency.outbox)");
+    let rows = common::count(
+        &mut native,
+        "SELECT (SELECT count(*) FROM idempotency.requests) + (SELECT count(*) FROM idempotency.outbox)",
+    );
     println!(
         "portable_differential: {ops} operations ({answers} compared answers), seed {seed}, {rows} rows at the end, {:.1} s",
         started.elapsed().as_secs_f64()
@@ -258,9 +291,10 @@ fn the_same_privileges_as_the_native_extension() {
     let c = cluster();
     let mut native = c.database("acl_native");
     let mut portable = c.empty_database("acl_portable");
-    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .output()
-        .expect("scripts/portable.sh");
+    let out =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+            .output()
+            .expect("scripts/portable.sh");
     portable
         .batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
         .expect("install the portable edition");
@@ -273,7 +307,10 @@ fn the_same_privileges_as_the_native_extension() {
     let relations = "SELECT string_agg(c.relname || ' ' || c.relkind || ' ' || coalesce(c.relacl::text, 'default'), E'\\n' ORDER BY c.relname) \
          FROM pg_class c WHERE c.relnamespace = 'idempotency'::regnamespace AND c.relkind IN ('r', 'v', 'S')";
     let schema = "SELECT nspacl::text FROM pg_namespace WHERE nspname = 'idempotency'";
-    assert_eq!(run_one(&mut native, relations), run_one(&mut portable, relations));
+    assert_eq!(
+        run_one(&mut native, relations),
+        run_one(&mut portable, relations)
+    );
     assert_eq!(run_one(&mut native, schema), run_one(&mut portable, schema));
     // Every native function exists in the portable edition with the same ACL.
     let portable_lines: std::collections::BTreeSet<&str> = portable_functions.lines().collect();
@@ -281,7 +318,11 @@ fn the_same_privileges_as_the_native_extension() {
         .lines()
         .filter(|line| !portable_lines.contains(line))
         .collect();
-    assert!(missing.is_empty(), "native functions missing or with other privileges in the portable edition:\n{}", missing.join("\n"));
+    assert!(
+        missing.is_empty(),
+        "native functions missing or with other privileges in the portable edition:\n{}",
+        missing.join("\n")
+    );
     // A role with no grant at all gets the same answers from both: the pure functions work
     // (no USAGE on schema idempotency needed), the rest is 42501.
     c.connect("postgres")
@@ -305,7 +346,11 @@ fn the_same_privileges_as_the_native_extension() {
             .map(|sql| {
                 let got = run_one(&mut nobody, sql);
                 // The SQLSTATE only: messages name the objects that refused.
-                if got.starts_with("ERROR") { got[..11].to_string() } else { got }
+                if got.starts_with("ERROR") {
+                    got[..11].to_string()
+                } else {
+                    got
+                }
             })
             .collect()
     };

@@ -20,7 +20,11 @@ fn script(args: &[&str]) -> String {
         .args(args)
         .output()
         .expect("scripts/portable.sh");
-    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
     String::from_utf8(out.stdout).expect("utf8")
 }
 
@@ -41,11 +45,24 @@ fn start(bindir: &Path) -> u16 {
     let datadir = std::env::temp_dir().join(format!("idem-pgtle-{}-{port}", std::process::id()));
     std::fs::create_dir_all(&datadir).expect("datadir");
     if common::is_root() {
-        run(Command::new("chown").arg("postgres:postgres").arg(&datadir), "chown");
+        run(
+            Command::new("chown").arg("postgres:postgres").arg(&datadir),
+            "chown",
+        );
     }
     run(
         common::as_server_user(&bindir.join("initdb"))
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8", "--locale=C", "-D"])
+            .args([
+                "-A",
+                "trust",
+                "-U",
+                "postgres",
+                "--no-sync",
+                "-E",
+                "UTF8",
+                "--locale=C",
+                "-D",
+            ])
             .arg(&datadir),
         "initdb",
     );
@@ -72,17 +89,25 @@ fn start(bindir: &Path) -> u16 {
         datadir.display(),
         datadir.display()
     );
-    run(common::as_server_user(Path::new("/bin/sh")).args(["-c", &watchdog]), "watchdog");
+    run(
+        common::as_server_user(Path::new("/bin/sh")).args(["-c", &watchdog]),
+        "watchdog",
+    );
     port
 }
 
 fn connect(port: u16, db: &str, user: &str) -> Client {
-    Client::connect(&format!("host=127.0.0.1 port={port} user={user} dbname={db}"), NoTls)
-        .unwrap_or_else(|e| panic!("connect {db} as {user}: {e}"))
+    Client::connect(
+        &format!("host=127.0.0.1 port={port} user={user} dbname={db}"),
+        NoTls,
+    )
+    .unwrap_or_else(|e| panic!("connect {db} as {user}: {e}"))
 }
 
 fn text(db: &mut Client, sql: &str) -> String {
-    db.query_one(sql, &[]).unwrap_or_else(|e| panic!("{sql}: {e}")).get(0)
+    db.query_one(sql, &[])
+        .unwrap_or_else(|e| panic!("{sql}: {e}"))
+        .get(0)
 }
 
 #[test]
@@ -98,7 +123,10 @@ fn pg_tle_install_create_extension_and_update_path() {
             .arg(&dest),
         "scripts/pg_tle.sh",
     );
-    let bindir = PathBuf::from(run(Command::new(pg_config.lines().last().expect("path")).arg("--bindir"), "pg_config"));
+    let bindir = PathBuf::from(run(
+        Command::new(pg_config.lines().last().expect("path")).arg("--bindir"),
+        "pg_config",
+    ));
     let port = start(&bindir);
     let mut admin = connect(port, "postgres", "postgres");
     for sql in [
@@ -113,14 +141,26 @@ fn pg_tle_install_create_extension_and_update_path() {
         .batch_execute("CREATE EXTENSION pg_tle; GRANT pgtle_admin TO tle_owner")
         .expect("pg_tle");
     let mut owner = connect(port, "tle_old", "tle_owner");
-    assert_eq!(text(&mut owner, "SELECT rolsuper::text FROM pg_roles WHERE rolname = current_user"), "false");
+    assert_eq!(
+        text(
+            &mut owner,
+            "SELECT rolsuper::text FROM pg_roles WHERE rolname = current_user"
+        ),
+        "false"
+    );
 
     // An older portable release, registered first: the same script saying 0.1.9.
     let tle = script(&["--pg-tle"]);
     let tag = "$_idem_portable_$";
-    let body = tle.split(&format!("'install', {tag}\n")).nth(1).expect("install body");
+    let body = tle
+        .split(&format!("'install', {tag}\n"))
+        .nth(1)
+        .expect("install body");
     let body = body.split(&format!("\n{tag});")).next().expect("its end");
-    let old = body.replace("SELECT '0.2.0'::pg_catalog.text", "SELECT '0.1.9'::pg_catalog.text");
+    let old = body.replace(
+        "SELECT '0.2.0'::pg_catalog.text",
+        "SELECT '0.1.9'::pg_catalog.text",
+    );
     assert_ne!(old, body, "idem_version's text was found");
     owner
         .execute(
@@ -128,28 +168,50 @@ fn pg_tle_install_create_extension_and_update_path() {
             &[&old],
         )
         .expect("register 0.1.9");
-    owner.batch_execute("CREATE EXTENSION idempotency VERSION '0.1.9'").expect("create 0.1.9");
     owner
-        .batch_execute("SELECT idem_claim('pay', 'k', 'h'); SELECT idem_complete('pay', 'k', '{\"id\": 1}')")
+        .batch_execute("CREATE EXTENSION idempotency VERSION '0.1.9'")
+        .expect("create 0.1.9");
+    owner
+        .batch_execute(
+            "SELECT idem_claim('pay', 'k', 'h'); SELECT idem_complete('pay', 'k', '{\"id\": 1}')",
+        )
         .expect("a record on 0.1.9");
     assert_eq!(text(&mut owner, "SELECT idem_version()"), "0.1.9");
 
     // This release through the user's command, then the update path.
-    owner.batch_execute(&tle).expect("scripts/portable.sh --pg-tle");
-    owner.batch_execute("ALTER EXTENSION idempotency UPDATE").expect("update");
-    assert_eq!(text(&mut owner, "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"), "0.2.0");
+    owner
+        .batch_execute(&tle)
+        .expect("scripts/portable.sh --pg-tle");
+    owner
+        .batch_execute("ALTER EXTENSION idempotency UPDATE")
+        .expect("update");
+    assert_eq!(
+        text(
+            &mut owner,
+            "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"
+        ),
+        "0.2.0"
+    );
     assert_eq!(text(&mut owner, "SELECT idem_version()"), "0.2.0");
     assert_eq!(
-        text(&mut owner, "SELECT outcome::text || ' ' || response::text FROM idem_claim('pay', 'k', 'h')"),
+        text(
+            &mut owner,
+            "SELECT outcome::text || ' ' || response::text FROM idem_claim('pay', 'k', 'h')"
+        ),
         "replay_success {\"id\": 1}"
     );
     // The tables are extension members dumped with their rows.
     assert_eq!(
-        text(&mut owner, "SELECT cardinality(extconfig)::text FROM pg_extension WHERE extname = 'idempotency'"),
+        text(
+            &mut owner,
+            "SELECT cardinality(extconfig)::text FROM pg_extension WHERE extname = 'idempotency'"
+        ),
         "5"
     );
     // Running the command again changes nothing and fails nothing.
-    owner.batch_execute(&tle).expect("scripts/portable.sh --pg-tle again");
+    owner
+        .batch_execute(&tle)
+        .expect("scripts/portable.sh --pg-tle again");
 
     // A new database: CREATE EXTENSION gets this version, and the README's example runs.
     let mut new_admin = connect(port, "tle_new", "postgres");
@@ -157,15 +219,31 @@ fn pg_tle_install_create_extension_and_update_path() {
         .batch_execute("CREATE EXTENSION pg_tle")
         .expect("pg_tle in the second database");
     let mut fresh = connect(port, "tle_new", "tle_owner");
-    fresh.batch_execute(&tle).expect("register in the second database");
-    fresh.batch_execute("CREATE EXTENSION idempotency").expect("create");
-    assert_eq!(text(&mut fresh, "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"), "0.2.0");
+    fresh
+        .batch_execute(&tle)
+        .expect("register in the second database");
+    fresh
+        .batch_execute("CREATE EXTENSION idempotency")
+        .expect("create");
+    assert_eq!(
+        text(
+            &mut fresh,
+            "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"
+        ),
+        "0.2.0"
+    );
     let readme = common::repo_file("README.md");
     fresh
-        .batch_execute(&common::sql_block_after(&readme, "## The claim protocol in one screen"))
+        .batch_execute(&common::sql_block_after(
+            &readme,
+            "## The claim protocol in one screen",
+        ))
         .expect("the README's claim example");
     assert_eq!(
-        text(&mut fresh, "SELECT outcome::text FROM idem_claim('payments', 'order-42', idem_hash('{\"amount\": 10, \"currency\": \"EUR\"}'::jsonb))"),
+        text(
+            &mut fresh,
+            "SELECT outcome::text FROM idem_claim('payments', 'order-42', idem_hash('{\"amount\": 10, \"currency\": \"EUR\"}'::jsonb))"
+        ),
         "replay_success"
     );
     let c_functions: i64 = fresh

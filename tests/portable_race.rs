@@ -19,7 +19,9 @@ fn together(db: &str, user: &str, sql: &'static str) -> Vec<(String, Duration)> 
             let barrier = barrier.clone();
             let mut client = common::cluster().connect_as(db, user);
             std::thread::spawn(move || {
-                client.batch_execute("SET statement_timeout = '5s'").expect("timeout");
+                client
+                    .batch_execute("SET statement_timeout = '5s'")
+                    .expect("timeout");
                 barrier.wait();
                 let started = Instant::now();
                 let answer = common::answer(&mut client, sql);
@@ -27,7 +29,10 @@ fn together(db: &str, user: &str, sql: &'static str) -> Vec<(String, Duration)> 
             })
         })
         .collect();
-    threads.into_iter().map(|t| t.join().expect("session")).collect()
+    threads
+        .into_iter()
+        .map(|t| t.join().expect("session"))
+        .collect()
 }
 
 fn count(answers: &[(String, Duration)], what: &str) -> usize {
@@ -48,10 +53,13 @@ fn concurrent_claims_takeovers_and_calls() {
         admin.batch_execute(sql).expect(sql);
     }
     let mut owner = c.connect_as("portable_race", "portable_race_owner");
-    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .output()
-        .expect("scripts/portable.sh");
-    owner.batch_execute(std::str::from_utf8(&out.stdout).expect("utf8")).expect("install");
+    let out =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+            .output()
+            .expect("scripts/portable.sh");
+    owner
+        .batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
+        .expect("install");
     owner
         .batch_execute(
             "CREATE TABLE public.effects (n int); \
@@ -68,9 +76,16 @@ fn concurrent_claims_takeovers_and_calls() {
         "SELECT outcome::text FROM idem_claim('race', 'k', 'h', lease => '1 ms'), pg_sleep(0.2)",
     );
     assert_eq!(count(&claims, "new_claim"), 1, "{claims:?}");
-    assert_eq!(count(&claims, "processing_active"), SESSIONS - 1, "{claims:?}");
+    assert_eq!(
+        count(&claims, "processing_active"),
+        SESSIONS - 1,
+        "{claims:?}"
+    );
     for (answer, took) in &claims {
-        assert!(*took < Duration::from_millis(1500), "{answer} took {took:?}");
+        assert!(
+            *took < Duration::from_millis(1500),
+            "{answer} took {took:?}"
+        );
     }
     std::thread::sleep(Duration::from_millis(20));
     let takeovers = together(
@@ -79,7 +94,11 @@ fn concurrent_claims_takeovers_and_calls() {
         "SELECT outcome::text || ' ' || attempt FROM idem_claim('race', 'k', 'h'), pg_sleep(0.2)",
     );
     assert_eq!(count(&takeovers, "processing_stale 2"), 1, "{takeovers:?}");
-    assert_eq!(count(&takeovers, "processing_active 1"), SESSIONS - 1, "{takeovers:?}");
+    assert_eq!(
+        count(&takeovers, "processing_active 1"),
+        SESSIONS - 1,
+        "{takeovers:?}"
+    );
 
     let calls = together(
         "portable_race",
@@ -88,9 +107,15 @@ fn concurrent_claims_takeovers_and_calls() {
     );
     assert_eq!(count(&calls, "new_claim"), 1, "{calls:?}");
     assert_eq!(count(&calls, "ERROR P4029"), SESSIONS - 1, "{calls:?}");
-    assert_eq!(common::count(&mut owner, "SELECT count(*) FROM public.effects"), 1);
     assert_eq!(
-        common::answer(&mut owner, "SELECT outcome::text FROM idem_call('race', 'call', '{}', 'public.effect(jsonb)')"),
+        common::count(&mut owner, "SELECT count(*) FROM public.effects"),
+        1
+    );
+    assert_eq!(
+        common::answer(
+            &mut owner,
+            "SELECT outcome::text FROM idem_call('race', 'call', '{}', 'public.effect(jsonb)')"
+        ),
         "replay_success"
     );
 }

@@ -9,11 +9,18 @@ use common::{Client, answer, repo_file, sql_block_after};
 
 fn as_tenant(c: &mut Client, tenant: &str, sql: &str) -> String {
     c.batch_execute("BEGIN").expect("begin");
-    c.execute("SELECT pg_catalog.set_config('app.tenant', $1, true)", &[&tenant])
-        .expect("set tenant");
+    c.execute(
+        "SELECT pg_catalog.set_config('app.tenant', $1, true)",
+        &[&tenant],
+    )
+    .expect("set tenant");
     let out = answer(c, sql);
-    c.batch_execute(if out.starts_with("ERROR") { "ROLLBACK" } else { "COMMIT" })
-        .expect("end");
+    c.batch_execute(if out.starts_with("ERROR") {
+        "ROLLBACK"
+    } else {
+        "COMMIT"
+    })
+    .expect("end");
     out
 }
 
@@ -33,10 +40,13 @@ fn the_tenant_recipe_isolates_tenants_on_the_portable_edition() {
         admin.batch_execute(sql).expect(sql);
     }
     let mut owner = c.connect_as("portable_tenants", "portable_tenants_owner");
-    let out = std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .output()
-        .expect("scripts/portable.sh");
-    owner.batch_execute(std::str::from_utf8(&out.stdout).expect("utf8")).expect("install");
+    let out =
+        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+            .output()
+            .expect("scripts/portable.sh");
+    owner
+        .batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
+        .expect("install");
     owner
         .batch_execute(
             "SELECT idem_grant('portable_tenants_pool', 'app'); SELECT idem_grant('portable_tenants_pool', 'publisher'); \
@@ -44,32 +54,83 @@ fn the_tenant_recipe_isolates_tenants_on_the_portable_edition() {
         )
         .expect("grants");
     owner
-        .batch_execute(&sql_block_after(&repo_file("docs/tenants.md"), "## The recipe"))
+        .batch_execute(&sql_block_after(
+            &repo_file("docs/tenants.md"),
+            "## The recipe",
+        ))
         .expect("the recipe");
     let mut pool = c.connect_as("portable_tenants", "portable_tenants_pool");
     let q = |p: &mut Client, t: &str, sql: &str| as_tenant(p, t, sql);
-    assert_eq!(q(&mut pool, "acme", "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"), "new_claim");
-    assert_eq!(q(&mut pool, "acme", "SELECT idem_outbox_put('acme', '{}')::text"), "1");
+    assert_eq!(
+        q(
+            &mut pool,
+            "acme",
+            "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"
+        ),
+        "new_claim"
+    );
+    assert_eq!(
+        q(
+            &mut pool,
+            "acme",
+            "SELECT idem_outbox_put('acme', '{}')::text"
+        ),
+        "1"
+    );
     // globex, on acme's scopes:
     for (sql, want) in [
-        ("SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')", "ERROR 42501"),
-        ("SELECT outcome::text FROM idem_claim('acme', 'new', 'h1')", "ERROR 42501"),
-        ("SELECT outcome::text FROM idem_call('acme', 'c', '{}', 'public.effect(jsonb)')", "ERROR 42501"),
-        ("SELECT idem_inbox_accept('acme', 'm', 'h')::text", "ERROR 42501"),
+        (
+            "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')",
+            "ERROR 42501",
+        ),
+        (
+            "SELECT outcome::text FROM idem_claim('acme', 'new', 'h1')",
+            "ERROR 42501",
+        ),
+        (
+            "SELECT outcome::text FROM idem_call('acme', 'c', '{}', 'public.effect(jsonb)')",
+            "ERROR 42501",
+        ),
+        (
+            "SELECT idem_inbox_accept('acme', 'm', 'h')::text",
+            "ERROR 42501",
+        ),
         ("SELECT idem_advance('acme', 'e', 1)::text", "ERROR 42501"),
         ("SELECT idem_outbox_put('acme', '{}')::text", "ERROR 42501"),
-        ("SELECT idem_complete('acme', 'k', '{}')::text", "ERROR P4010"),
+        (
+            "SELECT idem_complete('acme', 'k', '{}')::text",
+            "ERROR P4010",
+        ),
         ("SELECT idem_fail('acme', 'k', true)::text", "ERROR P4011"),
-        ("SELECT idem_checkpoint('acme', 'k', 'p')::text", "ERROR P4013"),
+        (
+            "SELECT idem_checkpoint('acme', 'k', 'p')::text",
+            "ERROR P4013",
+        ),
         ("SELECT idem_forget('acme', 'k')::text", "false"),
         ("SELECT count(*)::text FROM idem_outbox_take()", "0"),
         ("SELECT count(*)::text FROM idempotency.requests", "0"),
-        ("SELECT outcome::text FROM idem_claim('globex', 'k', 'h2')", "new_claim"),
-        ("SELECT outcome::text FROM idem_claim('globex', 'k', 'h3')", "ERROR P4002"),
+        (
+            "SELECT outcome::text FROM idem_claim('globex', 'k', 'h2')",
+            "new_claim",
+        ),
+        (
+            "SELECT outcome::text FROM idem_claim('globex', 'k', 'h3')",
+            "ERROR P4002",
+        ),
     ] {
         assert_eq!(q(&mut pool, "globex", sql), want, "globex: {sql}");
     }
     // acme's record is untouched and replays nothing else but its own.
-    assert_eq!(q(&mut pool, "acme", "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"), "processing_active");
-    assert_eq!(common::count(&mut owner, "SELECT count(*) FROM idempotency.requests"), 2);
+    assert_eq!(
+        q(
+            &mut pool,
+            "acme",
+            "SELECT outcome::text FROM idem_claim('acme', 'k', 'h1')"
+        ),
+        "processing_active"
+    );
+    assert_eq!(
+        common::count(&mut owner, "SELECT count(*) FROM idempotency.requests"),
+        2
+    );
 }

@@ -55,7 +55,9 @@ fn a_writable_extension_schema_is_named_at_install() {
         .expect("create extension");
     let warned = notices.lock().expect("notices").clone();
     assert!(
-        warned.iter().any(|n| n.contains("schema open_to_all is writable by PUBLIC")),
+        warned
+            .iter()
+            .any(|n| n.contains("schema open_to_all is writable by PUBLIC")),
         "{warned:?}"
     );
     notices.lock().expect("notices").clear();

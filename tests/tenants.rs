@@ -325,7 +325,10 @@ fn another_tenants_in_flight_key_looks_like_any_other() {
     let mut acme = cluster().connect_as(name, &format!("{name}_pool"));
     globex.batch_execute("BEGIN").expect("begin");
     globex
-        .execute("SELECT pg_catalog.set_config('app.tenant', 'globex', true)", &[])
+        .execute(
+            "SELECT pg_catalog.set_config('app.tenant', 'globex', true)",
+            &[],
+        )
         .expect("tenant");
     assert_eq!(
         answer(
@@ -362,7 +365,10 @@ fn another_tenants_in_flight_key_looks_like_any_other() {
     );
     globex.batch_execute("COMMIT").expect("commit");
     assert_eq!(
-        answer(&mut owner, "SELECT count(*)::text FROM idempotency.requests WHERE scope = 'globex'"),
+        answer(
+            &mut owner,
+            "SELECT count(*)::text FROM idempotency.requests WHERE scope = 'globex'"
+        ),
         "1"
     );
 }

@@ -354,7 +354,10 @@ fn an_extension_or_built_in_trigger_function_is_not_the_owners_own() {
     // A few more rounds: the inbox's expired row must still be there after them.
     std::thread::sleep(Duration::from_secs(2));
     let (requests, inbox, _) = left(&mut db);
-    assert_eq!(requests, 1, "requests was purged through a built-in trigger");
+    assert_eq!(
+        requests, 1,
+        "requests was purged through a built-in trigger"
+    );
     if tcn {
         assert_eq!(inbox, 1, "the inbox was purged through tcn's trigger");
     } else {

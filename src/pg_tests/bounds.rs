@@ -25,9 +25,13 @@ mod tests {
             one::<i64>("SELECT count(*) FROM idempotency.requests WHERE scope = 'bd-args'"),
             Some(0)
         );
-        run("SELECT idem_claim('bd-args', 'k', 'h', lease => '100 years', retention => '100 years')");
+        run(
+            "SELECT idem_claim('bd-args', 'k', 'h', lease => '100 years', retention => '100 years')",
+        );
         assert_eq!(
-            sqlstate("SELECT idem_checkpoint('bd-args', 'k', 'p', lease => '1200 months 1 second')"),
+            sqlstate(
+                "SELECT idem_checkpoint('bd-args', 'k', 'p', lease => '1200 months 1 second')"
+            ),
             "22023"
         );
     }

@@ -265,7 +265,11 @@ mod tests {
             "app's and publisher's privileges after revoking upkeep"
         );
         run("SELECT idem_revoke('grants_two', 'publisher')");
-        assert_eq!(held("grants_two"), app_only, "app's privileges after revoking publisher");
+        assert_eq!(
+            held("grants_two"),
+            app_only,
+            "app's privileges after revoking publisher"
+        );
         run("SELECT idem_revoke('grants_two', 'app')");
         assert_eq!(held("grants_two"), "false ");
 

@@ -39,7 +39,9 @@ mod tests {
             "SELECT extnamespace::regnamespace::text FROM pg_extension WHERE extname = 'idempotency'",
         );
         run("CREATE ROLE http_planter");
-        run(&format!("GRANT USAGE, CREATE ON SCHEMA {schema} TO http_planter"));
+        run(&format!(
+            "GRANT USAGE, CREATE ON SCHEMA {schema} TO http_planter"
+        ));
         run("SET LOCAL ROLE http_planter");
         run(&format!(
             "CREATE FUNCTION {schema}.idem_http_response(int4, text, text) RETURNS jsonb \
@@ -49,7 +51,10 @@ mod tests {
         run(&format!("SET LOCAL search_path = {schema}, pg_catalog"));
         let s = "http_planted";
         claim(s, "ok", "h");
-        run(&format!("SELECT idem_complete({}, 'ok', '{{\"plain\": true}}')", quote(s)));
+        run(&format!(
+            "SELECT idem_complete({}, 'ok', '{{\"plain\": true}}')",
+            quote(s)
+        ));
         let ok = replay(s, "ok", "NULL");
         assert_eq!(field(&ok, "{status}"), "200", "{ok}");
         assert_eq!(field(&ok, "{body}"), r#"{"plain": true}"#, "{ok}");
@@ -79,9 +84,16 @@ mod tests {
             "refresh": "0;url=https://evil.example", "location": "/a\r\nSet-Cookie: x=1",
             "Content-Type": "text/plain", "x-extra": "1", "etag": 5, "cache-control": "a\u0001\nb"}}"#;
         claim(s, "ok", "h");
-        run(&format!("SELECT idem_complete({}, 'ok', {}::jsonb)", quote(s), quote(stored)));
+        run(&format!(
+            "SELECT idem_complete({}, 'ok', {}::jsonb)",
+            quote(s),
+            quote(stored)
+        ));
         let plain = replay(s, "ok", "NULL");
-        assert_eq!(field(&plain, "{headers}"), r#"{"content-type": "text/plain"}"#);
+        assert_eq!(
+            field(&plain, "{headers}"),
+            r#"{"content-type": "text/plain"}"#
+        );
         assert_eq!(field(&plain, "{status}"), "201");
         assert_eq!(field(&plain, "{body}"), "ok");
         // keep adds names, never one of the never-list.
@@ -94,7 +106,9 @@ mod tests {
         run(&format!(
             "SELECT idem_fail({}, 'final', false, 'http_response', {})",
             quote(s),
-            quote(r#"{"status": 402, "headers": {"set-cookie": "s=1", "content-type": "application/problem+json", "www-authenticate": "Basic"}, "body": "{}"}"#)
+            quote(
+                r#"{"status": 402, "headers": {"set-cookie": "s=1", "content-type": "application/problem+json", "www-authenticate": "Basic"}, "body": "{}"}"#
+            )
         ));
         let fin = replay(s, "final", "ARRAY['www-authenticate']::text[]");
         assert_eq!(field(&fin, "{status}"), "402");
@@ -110,10 +124,22 @@ mod tests {
     fn the_500_problem_has_no_internal_text() {
         let s = "http_internal";
         for (key, code, message) in [
-            ("sql", "XX000", "ERROR: relation secret_ledger: password=hunter2"),
+            (
+                "sql",
+                "XX000",
+                "ERROR: relation secret_ledger: password=hunter2",
+            ),
             ("notjson", "http_response", "not json: password=hunter2"),
-            ("badstatus", "http_response", r#"{"status": 700, "headers": {}, "body": "hunter2"}"#),
-            ("badbody", "http_response", r#"{"status": 400, "headers": {}, "body": {"hunter2": 1}}"#),
+            (
+                "badstatus",
+                "http_response",
+                r#"{"status": 700, "headers": {}, "body": "hunter2"}"#,
+            ),
+            (
+                "badbody",
+                "http_response",
+                r#"{"status": 400, "headers": {}, "body": {"hunter2": 1}}"#,
+            ),
         ] {
             claim(s, key, "h");
             run(&format!(
@@ -182,11 +208,26 @@ mod tests {
             ("SELECT idem_http_response(99)", "22023"),
             ("SELECT idem_http_response(600)", "22023"),
             ("SELECT idem_http_response(200, '[]'::jsonb)", "22023"),
-            (r#"SELECT idem_http_response(200, '{"location": 1}'::jsonb)"#, "22023"),
-            (r#"SELECT idem_http_response(200, '{"Location": "/a\r\nSet-Cookie: x=1"}'::jsonb)"#, "22023"),
-            (r#"SELECT idem_http_response(200, '{"x-a": "\n"}'::jsonb, NULL, ARRAY['x-a'])"#, "22023"),
-            ("SELECT idem_http_fail('http_codes', 'k', idem_http_response(201))", "22023"),
-            (r#"SELECT idem_http_fail('http_codes', 'k', '{"status": "500"}'::jsonb)"#, "22023"),
+            (
+                r#"SELECT idem_http_response(200, '{"location": 1}'::jsonb)"#,
+                "22023",
+            ),
+            (
+                r#"SELECT idem_http_response(200, '{"Location": "/a\r\nSet-Cookie: x=1"}'::jsonb)"#,
+                "22023",
+            ),
+            (
+                r#"SELECT idem_http_response(200, '{"x-a": "\n"}'::jsonb, NULL, ARRAY['x-a'])"#,
+                "22023",
+            ),
+            (
+                "SELECT idem_http_fail('http_codes', 'k', idem_http_response(201))",
+                "22023",
+            ),
+            (
+                r#"SELECT idem_http_fail('http_codes', 'k', '{"status": "500"}'::jsonb)"#,
+                "22023",
+            ),
         ] {
             let state = table_state();
             assert_eq!(sqlstate(sql), code, "{sql}");

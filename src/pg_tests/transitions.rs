@@ -294,12 +294,19 @@ mod tests {
     /// takeover, whether the new retention is longer or shorter than the old one.
     #[pg_test]
     fn a_takeover_expires_by_its_own_retention() {
-        for (key, old, new) in [("long", "1 hour", "30 days"), ("short", "30 days", "10 minutes")] {
+        for (key, old, new) in [
+            ("long", "1 hour", "30 days"),
+            ("short", "30 days", "10 minutes"),
+        ] {
             let stale = format!("stale-{key}");
-            run(&format!("SELECT idem_claim('tk-exp', '{stale}', 'h', retention => '{old}')"));
+            run(&format!(
+                "SELECT idem_claim('tk-exp', '{stale}', 'h', retention => '{old}')"
+            ));
             set_time("tk-exp", &stale, "locked_until", "-1 minute");
             let retry = format!("retry-{key}");
-            run(&format!("SELECT idem_claim('tk-exp', '{retry}', 'h', retention => '{old}')"));
+            run(&format!(
+                "SELECT idem_claim('tk-exp', '{retry}', 'h', retention => '{old}')"
+            ));
             run(&format!("SELECT idem_fail('tk-exp', '{retry}', true)"));
             for (k, outcome) in [(&stale, "processing_stale"), (&retry, "retryable_failure")] {
                 let got = text(&format!(
@@ -312,7 +319,11 @@ mod tests {
                      FROM idempotency.requests WHERE scope = 'tk-exp' AND key = '{k}'"
                 ));
                 let retention = text(&format!("SELECT '{new}'::interval::text"));
-                assert_eq!(stored, format!("{retention} true"), "{k}: stored expires_at");
+                assert_eq!(
+                    stored,
+                    format!("{retention} true"),
+                    "{k}: stored expires_at"
+                );
             }
         }
     }

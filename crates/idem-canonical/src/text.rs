@@ -572,14 +572,25 @@ mod tests {
             (r"\ue000", '\u{e000}'),
             (r"\uffff", '\u{ffff}'),
         ] {
-            assert_eq!(canon(&format!("\"{escaped}\"")).unwrap(), format!("\"{ch}\""), "{escaped}");
+            assert_eq!(
+                canon(&format!("\"{escaped}\"")).unwrap(),
+                format!("\"{ch}\""),
+                "{escaped}"
+            );
         }
         // Sorted by UTF-16 code units: U+10FFFF (0xDBFF 0xDFFF) before U+E000, U+FFFF after.
         assert_eq!(
-            canon(r#"{"\uffff":1,"\ue000":2,"\udbff\udfff":3,"\ud800\udc00":4,"\ud7ff":5}"#).unwrap(),
+            canon(r#"{"\uffff":1,"\ue000":2,"\udbff\udfff":3,"\ud800\udc00":4,"\ud7ff":5}"#)
+                .unwrap(),
             "{\"\u{d7ff}\":5,\"\u{10000}\":4,\"\u{10ffff}\":3,\"\u{e000}\":2,\"\u{ffff}\":1}"
         );
-        for lone in [r"\udfff", r"\udbff", r"\udbff\ue000", r"\ud800\udbff", r"\udc00\ud800"] {
+        for lone in [
+            r"\udfff",
+            r"\udbff",
+            r"\udbff\ue000",
+            r"\ud800\udbff",
+            r"\udc00\ud800",
+        ] {
             assert_eq!(kind(&format!("\"{lone}\"")), "22P05", "{lone}");
         }
     }
