@@ -22,7 +22,9 @@ mod tests {
             assert_eq!(sqlstate(sql), "22023", "{sql}");
         }
         assert_eq!(
-            one::<i64>("SELECT count(*) FROM idempotency.requests WHERE scope = 'bd-args'"),
+            one::<i64>(
+                "SELECT count(*) FROM idempotency.requests WHERE scope OPERATOR(pg_catalog.=) 'bd-args'"
+            ),
             Some(0)
         );
         run(
@@ -44,7 +46,9 @@ mod tests {
             "lease = '1000000 years'",
             "retention = '100 years 1 microsecond'",
         ] {
-            let sql = format!("UPDATE idempotency.requests SET {set} WHERE scope = 'bd-row'");
+            let sql = format!(
+                "UPDATE idempotency.requests SET {set} WHERE scope OPERATOR(pg_catalog.=) 'bd-row'"
+            );
             assert_eq!(sqlstate(&sql), "23514", "{sql}");
         }
     }
@@ -56,7 +60,7 @@ mod tests {
         seed_record("bd-reclaim", "edge", "processing");
         run(
             "UPDATE idempotency.requests SET retention = '100 years', locked_until = '-infinity' \
-             WHERE scope = 'bd-reclaim'",
+             WHERE scope OPERATOR(pg_catalog.=) 'bd-reclaim'",
         );
         seed_record("bd-reclaim", "plain", "processing");
         set_time("bd-reclaim", "plain", "locked_until", "-1 hour");
@@ -67,8 +71,8 @@ mod tests {
         );
         assert_eq!(
             one::<bool>(
-                "SELECT expires_at = now() + interval '100 years' FROM idempotency.requests \
-                 WHERE scope = 'bd-reclaim' AND key = 'edge'"
+                "SELECT expires_at OPERATOR(pg_catalog.=) (now() OPERATOR(pg_catalog.+) interval '100 years') FROM idempotency.requests \
+                 WHERE scope OPERATOR(pg_catalog.=) 'bd-reclaim' AND key OPERATOR(pg_catalog.=) 'edge'"
             ),
             Some(true)
         );
