@@ -55,17 +55,22 @@ pub struct Conn {
 }
 
 impl Conn {
-    /// Every statement names schema `idempotency`: its USAGE is checked here, as name lookup
-    /// would, because a kept plan is not looked up again for the next role (`access.rs`).
-    /// For statements on `idempotency.<table>`: the caller's privileges on it are checked
-    /// first, before any statement locks it (`access::require_table_access`).
+    /// For statements on `idempotency.<table>`: the caller's USAGE on the schema and some
+    /// privilege on the table are checked first, before any statement locks it
+    /// (`access::require_table_access`).
     pub fn open_for(table: &core::ffi::CStr) -> Result<Conn> {
         crate::access::require_table_access(table)?;
-        Conn::open()
+        Conn::connect()
     }
 
+    /// Every statement names schema `idempotency`: its USAGE is checked here, as name lookup
+    /// would, because a kept plan is not looked up again for the next role (`access.rs`).
     pub fn open() -> Result<Conn> {
         crate::access::require_idempotency_usage()?;
+        Conn::connect()
+    }
+
+    fn connect() -> Result<Conn> {
         // SAFETY: paired with SPI_finish in Drop.
         let code = unsafe { pg_sys::SPI_connect() };
         if code != pg_sys::SPI_OK_CONNECT as i32 {
