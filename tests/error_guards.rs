@@ -194,10 +194,7 @@ fn errors_are_raised_only_by_entry_points() {
                 }
                 if pg_extern {
                     for owned in owned_arguments(&lines[start..=i]) {
-                        let dropped = lines[start..i]
-                            .iter()
-                            .any(|l| l.contains(&format!("drop({owned})")));
-                        if !dropped {
+                        if !dropped_before(&lines[start..i], &owned) {
                             wrong.push(format!(
                                 "{name}:{}: or_raise while argument `{owned}` (which has a \
                                  destructor) is alive",
@@ -284,6 +281,30 @@ fn owned_arguments(lines: &[&str]) -> Vec<String> {
         }
     }
     owned
+}
+
+/// Whether one of `lines` is the statement `drop(owned);` (code, not a comment).
+fn dropped_before(lines: &[&str], owned: &str) -> bool {
+    let statement = format!("drop({owned});");
+    lines.iter().any(|l| {
+        let code = l.split("//").next().unwrap_or_default().trim();
+        code == statement
+    })
+}
+
+#[test]
+fn a_drop_counts_only_as_code() {
+    assert!(dropped_before(&["    drop(fields);"], "fields"));
+    assert!(dropped_before(&["    drop(fields); // before raising"], "fields"));
+    for line in [
+        "    // drop(fields);",
+        "    /// drop(fields);",
+        "    let x = 1; // drop(fields);",
+        "    maybe_drop(fields);",
+        "    drop(fields_too);",
+    ] {
+        assert!(!dropped_before(&[line], "fields"), "{line}");
+    }
 }
 
 #[test]

@@ -8,19 +8,24 @@ use common::{answer, cluster};
 
 /// Privileges are checked before the table's lock is taken: a role without USAGE on schema
 /// `idempotency`, or without any privilege on the table, gets 42501 at once and does not queue
-/// behind a session holding ACCESS EXCLUSIVE on it (round 6, finding 5).
+/// behind a session holding ACCESS EXCLUSIVE on it (round 6, finding 5): every function that
+/// reads or writes one of the four tables.
 #[test]
 fn no_rights_no_queueing_for_the_lock() {
     let mut db = cluster().database("sec_lock_first");
     db.batch_execute(
         "DO $$ BEGIN CREATE ROLE nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
          DO $$ BEGIN CREATE ROLE usage_only LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         GRANT USAGE ON SCHEMA idempotency TO usage_only;",
+         GRANT USAGE ON SCHEMA idempotency TO usage_only;
+         CREATE FUNCTION public.sec_echo(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r';",
     )
     .expect("roles");
     let mut holder = cluster().connect("sec_lock_first");
     holder
-        .batch_execute("BEGIN; LOCK TABLE idempotency.requests IN ACCESS EXCLUSIVE MODE")
+        .batch_execute(
+            "BEGIN; LOCK TABLE idempotency.requests, idempotency.inbox, idempotency.outbox, \
+             idempotency.versions IN ACCESS EXCLUSIVE MODE",
+        )
         .expect("lock");
     for role in ["nobody", "usage_only"] {
         let mut c = cluster().connect_as("sec_lock_first", role);
@@ -31,6 +36,17 @@ fn no_rights_no_queueing_for_the_lock() {
             "SELECT idem_fail('s', 'k', true)::text",
             "SELECT idem_checkpoint('s', 'k', 'p')::text",
             "SELECT idem_forget('s', 'k')::text",
+            "SELECT idem_call('s', 'k', '{}', 'public.sec_echo(jsonb)')::text",
+            "SELECT idem_reclaim()::text",
+            "SELECT idem_purge()::text",
+            "SELECT idem_inbox_accept('c', 'm', 'h')::text",
+            "SELECT idem_inbox_purge()::text",
+            "SELECT idem_advance('s', 'e', 1)::text",
+            "SELECT idem_outbox_put('t', '{}')::text",
+            "SELECT idem_outbox_take()::text",
+            "SELECT idem_outbox_ack(ARRAY[1]::bigint[])::text",
+            "SELECT idem_outbox_nack(1, 'e')::text",
+            "SELECT idem_outbox_purge()::text",
         ] {
             assert_eq!(answer(&mut c, sql), "ERROR 42501", "{role}: {sql}");
         }

@@ -245,3 +245,35 @@ fn sql_of_0_1_0_runs_on_the_new_library() {
         fixtures::all_direct()
     );
 }
+
+/// A schema still at 0.1.0 has no 100-year bound on its rows (the CHECK came with 0.2.0), so
+/// the new library's reclaim clamps the retention itself: a row holding a million years on a
+/// lease that ended at -infinity sorts first in every batch and must not fail it (22008).
+#[test]
+fn reclaim_on_an_un_updated_schema_goes_through_a_row_beyond_the_bounds() {
+    let mut old = database("old_010_reclaim", Some("0.1.0"));
+    old.batch_execute(
+        "SELECT idem_claim('far', 'edge', 'h'); \
+         UPDATE idempotency.requests SET retention = '1000000 years', locked_until = '-infinity'; \
+         SELECT idem_claim('far', 'plain', 'h', lease => '1 second'); \
+         UPDATE idempotency.requests SET locked_until = now() - interval '1 hour' WHERE key = 'plain';",
+    )
+    .expect("rows beyond the bounds are allowed by 0.1.0's CHECK");
+    let reclaimed: i64 = old
+        .query_one("SELECT idem_reclaim()", &[])
+        .expect("reclaim on a 0.1.0 schema")
+        .get(0);
+    assert_eq!(reclaimed, 2);
+    let rows: Vec<(String, String, bool)> = old
+        .query(
+            "SELECT key, status::text, expires_at > now() + interval '99 years' \
+             FROM idempotency.requests ORDER BY key",
+            &[],
+        )
+        .expect("rows")
+        .iter()
+        .map(|r| (r.get(0), r.get(1), r.get(2)))
+        .collect();
+    assert_eq!(rows[0], ("edge".into(), "failed_retryable".into(), true));
+    assert_eq!(rows[1].1, "failed_retryable");
+}

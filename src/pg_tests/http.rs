@@ -82,7 +82,8 @@ mod tests {
         let s = "http_filter";
         let stored = r#"{"status": 201, "body": "ok", "headers": {"Set-Cookie": "s=1",
             "refresh": "0;url=https://evil.example", "location": "/a\r\nSet-Cookie: x=1",
-            "Content-Type": "text/plain", "x-extra": "1", "etag": 5, "cache-control": "a\u0001\nb"}}"#;
+            "Content-Type": "text/plain", "x-extra": "1", "etag": 5, "cache-control": "a\u0001\nb",
+            "x-bare-cr": "1\rSet-Cookie: x=1"}}"#;
         claim(s, "ok", "h");
         run(&format!(
             "SELECT idem_complete({}, 'ok', {}::jsonb)",
@@ -96,8 +97,12 @@ mod tests {
         );
         assert_eq!(field(&plain, "{status}"), "201");
         assert_eq!(field(&plain, "{body}"), "ok");
-        // keep adds names, never one of the never-list.
-        let kept = replay(s, "ok", "ARRAY['X-Extra', 'set-cookie', 'Refresh']::text[]");
+        // keep adds names, never one of the never-list, nor a value with a CR or LF.
+        let kept = replay(
+            s,
+            "ok",
+            "ARRAY['X-Extra', 'set-cookie', 'Refresh', 'X-Bare-CR']::text[]",
+        );
         assert_eq!(
             field(&kept, "{headers}"),
             r#"{"x-extra": "1", "content-type": "text/plain"}"#
@@ -116,6 +121,22 @@ mod tests {
             field(&fin, "{headers}"),
             r#"{"content-type": "application/problem+json"}"#
         );
+        // A success stored with a status outside 100-599 is not a response: its JSON is sent.
+        for status in ["0", "99", "600"] {
+            let key = format!("status{status}");
+            claim(s, &key, "h");
+            let doc = format!(r#"{{"status": {status}, "headers": {{}}, "body": "b"}}"#);
+            run(&format!(
+                "SELECT idem_complete({}, {}, {}::jsonb)",
+                quote(s),
+                quote(&key),
+                quote(&doc)
+            ));
+            let sent = replay(s, &key, "NULL");
+            assert_eq!(field(&sent, "{status}"), "200", "{sent}");
+            assert_eq!(field(&sent, "{headers,content-type}"), "application/json");
+            assert_eq!(field(&field(&sent, "{body}"), "{status}"), status, "{sent}");
+        }
     }
 
     /// The 500 problem built for a failure that is not an HTTP response carries no stored code
@@ -134,6 +155,22 @@ mod tests {
                 "badstatus",
                 "http_response",
                 r#"{"status": 700, "headers": {}, "body": "hunter2"}"#,
+            ),
+            // Statuses outside 100-599 (a bare 0 or 99 is not a response line to send).
+            (
+                "status0",
+                "http_response",
+                r#"{"status": 0, "headers": {}, "body": "hunter2"}"#,
+            ),
+            (
+                "status99",
+                "http_response",
+                r#"{"status": 99, "headers": {}, "body": "hunter2"}"#,
+            ),
+            (
+                "status600",
+                "http_response",
+                r#"{"status": 600, "headers": {}, "body": "hunter2"}"#,
             ),
             (
                 "badbody",
