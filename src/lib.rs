@@ -39,6 +39,7 @@ mod maintenance;
 mod maintenance_worker;
 mod metrics;
 mod outbox;
+mod outbox_cdc;
 mod record;
 mod record_sql;
 mod result_row;

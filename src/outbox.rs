@@ -12,7 +12,8 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use crate::args::{self, c_function};
 use crate::errors::{self, IdemError, Result};
 use crate::input;
-use crate::settings;
+use crate::outbox_cdc;
+use crate::settings::{self, OutboxDelivery};
 use crate::spi::{Conn, Rows, Statement, opt_text_arg, text_arg};
 
 const TEXT: Oid = pg_sys::TEXTOID;
@@ -122,7 +123,15 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
             "headers must be a JSON object",
         ));
     }
+    let delivery = outbox_cdc::delivery(available_at)?;
     let conn = Conn::open_for(c"outbox")?;
+    let insert = match delivery {
+        OutboxDelivery::Poll => &PUT,
+        OutboxDelivery::CdcTable => &outbox_cdc::PUT_PUBLISHED,
+        OutboxDelivery::CdcMessage => {
+            return outbox_cdc::emit(&conn, topic, dedupe_key, payload, headers);
+        }
+    };
     let row = [
         text_arg(topic),
         opt_text_arg(dedupe_key),
@@ -132,7 +141,7 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     ];
     // Each pass inserts, or finds the row its dedupe key names, or saw that row purged.
     for _ in 0..3 {
-        let inserted = PUT.run(&conn, &row)?;
+        let inserted = insert.run(&conn, &row)?;
         if !inserted.is_empty() {
             return Ok(inserted.required(0, 1)?.value() as i64);
         }

@@ -23,6 +23,22 @@ pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 /// `idempotency.outbox_retention`: how long published outbox rows are kept, in seconds.
 pub static OUTBOX_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60 * 60);
 
+/// `idempotency.outbox_delivery`: how `idem_outbox_put` hands a message on (`outbox_cdc.rs`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug, pgrx::PostgresGucEnum)]
+pub enum OutboxDelivery {
+    /// A pending row, for `idem_outbox_take`.
+    #[name = c"poll"]
+    Poll,
+    /// A row written already published, for a CDC connector reading the table's inserts.
+    #[name = c"cdc_table"]
+    CdcTable,
+    /// No row: a transactional logical-decoding message.
+    #[name = c"cdc_message"]
+    CdcMessage,
+}
+pub static OUTBOX_DELIVERY: GucSetting<OutboxDelivery> =
+    GucSetting::<OutboxDelivery>::new(OutboxDelivery::Poll);
+
 const DAY_MS: i32 = 86_400_000;
 
 /// Define every setting. Called from `_PG_init` in every process that loads the library.
@@ -102,6 +118,15 @@ fn outbox() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_S,
+    );
+    // Per session: a database or role is switched with ALTER DATABASE/ROLE ... SET.
+    GucRegistry::define_enum_guc(
+        c"idempotency.outbox_delivery",
+        c"How idem_outbox_put hands a message on: poll, cdc_table or cdc_message.",
+        c"poll: a pending row for idem_outbox_take. cdc_table: a row written already published, for a CDC connector (Debezium's outbox event router). cdc_message: no row, a transactional logical-decoding message with prefix idempotency.outbox.",
+        &OUTBOX_DELIVERY,
+        GucContext::Userset,
+        GucFlags::default(),
     );
 }
 

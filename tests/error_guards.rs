@@ -295,7 +295,10 @@ fn dropped_before(lines: &[&str], owned: &str) -> bool {
 #[test]
 fn a_drop_counts_only_as_code() {
     assert!(dropped_before(&["    drop(fields);"], "fields"));
-    assert!(dropped_before(&["    drop(fields); // before raising"], "fields"));
+    assert!(dropped_before(
+        &["    drop(fields); // before raising"],
+        "fields"
+    ));
     for line in [
         "    // drop(fields);",
         "    /// drop(fields);",

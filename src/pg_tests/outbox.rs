@@ -265,4 +265,35 @@ mod tests {
         assert_eq!(sqlstate("SELECT idem_outbox_purge(0)"), "22023");
         assert_eq!(sqlstate("SELECT idem_outbox_purge(NULL)"), "22004");
     }
+
+    /// A CDC delivery streams through logical decoding: on a server that does not decode
+    /// (wal_level below logical) the put is refused with 55000 and writes nothing, instead of
+    /// a message no one will ever see. An unknown delivery is refused by the setting itself.
+    #[pg_test]
+    fn cdc_delivery_without_logical_decoding_is_55000_and_writes_nothing() {
+        if one::<String>("SELECT current_setting('wal_level')").as_deref() == Some("logical") {
+            return;
+        }
+        let before = one::<i64>("SELECT count(*) FROM idempotency.outbox");
+        for delivery in ["cdc_table", "cdc_message"] {
+            run(&format!(
+                "SET LOCAL idempotency.outbox_delivery = {delivery}"
+            ));
+            assert_eq!(
+                sqlstate("SELECT idem_outbox_put('cdc', '{}')"),
+                "55000",
+                "{delivery}"
+            );
+        }
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM idempotency.outbox"),
+            before
+        );
+        assert_eq!(
+            sqlstate("SET LOCAL idempotency.outbox_delivery = kafka"),
+            "22023"
+        );
+        run("SET LOCAL idempotency.outbox_delivery = poll");
+        assert!(one::<i64>("SELECT idem_outbox_put('cdc', '{}')").is_some());
+    }
 }
