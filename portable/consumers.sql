@@ -118,6 +118,8 @@ AS $fn$
 #variable_conflict use_column
 DECLARE
     new_id pg_catalog.int8;
+    -- A placeholder setting here (no library defines it): checked at put, not at SET.
+    delivery pg_catalog.text := pg_catalog.current_setting('idempotency.outbox_delivery'::pg_catalog.text, true);
 BEGIN
     PERFORM idempotency.portable_name('topic', 'P4000', idem_outbox_put.topic);
     IF idem_outbox_put.payload IS NULL THEN
@@ -129,11 +131,49 @@ BEGIN
     IF pg_catalog.jsonb_typeof(idem_outbox_put.headers) OPERATOR(pg_catalog.<>) 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
     END IF;
+    -- The CDC deliveries (docs/cdc.md), as src/outbox_cdc.rs. Unset (NULL) or reset (''): poll.
+    IF delivery IS NULL OR delivery OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN
+        delivery := 'poll'::pg_catalog.text;
+    END IF;
+    IF delivery OPERATOR(pg_catalog.<>) 'poll'::pg_catalog.text THEN
+        IF NOT delivery OPERATOR(pg_catalog.=) ANY (ARRAY['cdc_table', 'cdc_message']::pg_catalog.text[]) THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('invalid value for parameter "idempotency.outbox_delivery": "%s"', delivery),
+                HINT = 'Available values: poll, cdc_table, cdc_message.';
+        END IF;
+        IF pg_catalog.current_setting('wal_level'::pg_catalog.text) OPERATOR(pg_catalog.<>) 'logical'::pg_catalog.text THEN
+            RAISE EXCEPTION USING ERRCODE = '55000',
+                MESSAGE = 'idempotency.outbox_delivery streams through logical decoding, but wal_level is not logical',
+                HINT = 'Set wal_level = logical and restart, or set idempotency.outbox_delivery = poll.';
+        END IF;
+        IF idem_outbox_put.available_at OPERATOR(pg_catalog.>) pg_catalog.now() THEN
+            RAISE EXCEPTION USING ERRCODE = '0A000',
+                MESSAGE = 'a message for later (available_at after now()) cannot be streamed',
+                HINT = 'Put it with idempotency.outbox_delivery = poll, or send it when it is due.';
+        END IF;
+        IF delivery OPERATOR(pg_catalog.=) 'cdc_message'::pg_catalog.text THEN
+            RETURN pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_logical_emit_message(true,
+                'idempotency.outbox'::pg_catalog.text, pg_catalog.jsonb_build_object(
+                  'message_id'::pg_catalog.text, pg_catalog.gen_random_uuid(),
+                  'topic'::pg_catalog.text, idem_outbox_put.topic,
+                  'dedupe_key'::pg_catalog.text, idem_outbox_put.dedupe_key,
+                  'payload'::pg_catalog.text, idem_outbox_put.payload,
+                  'headers'::pg_catalog.text, idem_outbox_put.headers,
+                  'created_at'::pg_catalog.text, pg_catalog.now())::pg_catalog.text),
+                '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8;
+        END IF;
+    END IF;
     -- Each pass inserts, or finds the row its dedupe key names, or saw that row purged.
     FOR pass IN 1..3 LOOP
-        INSERT INTO idempotency.outbox AS o (topic, dedupe_key, payload, headers, available_at, created_at)
+        -- cdc_table: the row is written already published, for a CDC connector.
+        INSERT INTO idempotency.outbox AS o (topic, dedupe_key, payload, headers, available_at, created_at,
+                                             status, published_at)
         VALUES (idem_outbox_put.topic, idem_outbox_put.dedupe_key, idem_outbox_put.payload,
-                idem_outbox_put.headers, COALESCE(idem_outbox_put.available_at, pg_catalog.now()), pg_catalog.now())
+                idem_outbox_put.headers, COALESCE(idem_outbox_put.available_at, pg_catalog.now()), pg_catalog.now(),
+                CASE WHEN delivery OPERATOR(pg_catalog.=) 'cdc_table'::pg_catalog.text
+                     THEN 'published'::pg_catalog.text ELSE 'pending'::pg_catalog.text END,
+                CASE WHEN delivery OPERATOR(pg_catalog.=) 'cdc_table'::pg_catalog.text
+                     THEN pg_catalog.now() END)
         ON CONFLICT (topic, dedupe_key) DO NOTHING
         RETURNING o.id INTO new_id;
         IF FOUND THEN

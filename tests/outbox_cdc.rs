@@ -20,6 +20,29 @@ fn logical() -> &'static common::Cluster {
     cluster()
 }
 
+/// The editions under test: the native extension, and the portable edition
+/// (`scripts/portable.sh`) in a database of its own on the same server.
+const EDITIONS: [&str; 2] = ["native", "portable"];
+
+fn database(edition: &str, name: &str) -> Client {
+    let name = format!("{name}_{edition}");
+    if edition == "native" {
+        return logical().database(&name);
+    }
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+        .output()
+        .expect("scripts/portable.sh");
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut db = logical().empty_database(&name);
+    db.batch_execute(&String::from_utf8(out.stdout).expect("utf8"))
+        .expect("the portable edition installs");
+    db
+}
+
 /// test_decoding is a contrib plugin: the Postgres builds without contrib lack it.
 fn has_test_decoding() -> bool {
     Path::new(&pkglibdir()).join("test_decoding.so").exists()
@@ -68,14 +91,23 @@ fn contains(haystack: &[u8], needle: &[u8]) -> bool {
 /// publisher takes the row.
 #[test]
 fn cdc_table_streams_each_put_once_through_pgoutput() {
-    let mut db = logical().database("cdc_table");
+    for edition in EDITIONS {
+        cdc_table_streams_each_put_once_through_pgoutput_in(edition);
+    }
+}
+
+fn cdc_table_streams_each_put_once_through_pgoutput_in(edition: &str) {
+    let mut db = database(edition, "cdc_table");
+    let slot = format!("cdc_table_{edition}");
     // Each its own transaction: a slot is not created in one that has written.
     db.batch_execute(
         "CREATE PUBLICATION idem_outbox FOR TABLE idempotency.outbox WITH (publish = 'insert')",
     )
     .expect("publication");
-    db.batch_execute("SELECT pg_create_logical_replication_slot('cdc_table', 'pgoutput')")
-        .expect("slot");
+    db.batch_execute(&format!(
+        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+    ))
+    .expect("slot");
     db.batch_execute(
         "
          SET idempotency.outbox_delivery = cdc_table;
@@ -89,7 +121,7 @@ fn cdc_table_streams_each_put_once_through_pgoutput() {
          ROLLBACK;",
     )
     .expect("puts");
-    let inserts: Vec<Vec<u8>> = pgoutput(&mut db, "cdc_table", false)
+    let inserts: Vec<Vec<u8>> = pgoutput(&mut db, &slot, false)
         .into_iter()
         .filter(|(kind, _)| *kind == b'I')
         .map(|(_, data)| data)
@@ -115,12 +147,12 @@ fn cdc_table_streams_each_put_once_through_pgoutput() {
          SELECT idem_outbox_purge();",
     )
     .expect("purge");
-    let kinds: BTreeSet<u8> = pgoutput(&mut db, "cdc_table", false)
+    let kinds: BTreeSet<u8> = pgoutput(&mut db, &slot, false)
         .into_iter()
         .map(|(k, _)| k)
         .collect();
     assert!(!kinds.contains(&b'D'), "a purge was streamed: {kinds:?}");
-    db.batch_execute("SELECT pg_drop_replication_slot('cdc_table')")
+    db.batch_execute(&format!("SELECT pg_drop_replication_slot('{slot}')"))
         .expect("drop slot");
 }
 
@@ -129,7 +161,14 @@ fn cdc_table_streams_each_put_once_through_pgoutput() {
 /// back put is never decoded. pgoutput carries them with `messages` on (Postgres 14+).
 #[test]
 fn cdc_message_is_transactional_and_leaves_no_row() {
-    let mut db = logical().database("cdc_message");
+    for edition in EDITIONS {
+        cdc_message_is_transactional_and_leaves_no_row_in(edition);
+    }
+}
+
+fn cdc_message_is_transactional_and_leaves_no_row_in(edition: &str) {
+    let mut db = database(edition, "cdc_message");
+    let slot = format!("cdc_message_{edition}");
     if major(&mut db) < 14 {
         eprintln!("pgoutput carries logical-decoding messages from Postgres 14: skipped");
         return;
@@ -139,8 +178,10 @@ fn cdc_message_is_transactional_and_leaves_no_row() {
         "CREATE PUBLICATION idem_outbox FOR TABLE idempotency.outbox WITH (publish = 'insert')",
     )
     .expect("publication");
-    db.batch_execute("SELECT pg_create_logical_replication_slot('cdc_message', 'pgoutput')")
-        .expect("slot");
+    db.batch_execute(&format!(
+        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+    ))
+    .expect("slot");
     db.batch_execute(
         "
          SET idempotency.outbox_delivery = cdc_message;
@@ -166,7 +207,7 @@ fn cdc_message_is_transactional_and_leaves_no_row() {
         "ids are WAL positions: {ids:?}"
     );
     assert_eq!(count(&mut db, "SELECT count(*) FROM idempotency.outbox"), 0);
-    let messages: Vec<Vec<u8>> = pgoutput(&mut db, "cdc_message", true)
+    let messages: Vec<Vec<u8>> = pgoutput(&mut db, &slot, true)
         .into_iter()
         .filter(|(kind, _)| *kind == b'M')
         .map(|(_, data)| data)
@@ -189,7 +230,7 @@ fn cdc_message_is_transactional_and_leaves_no_row() {
         );
     }
     assert!(!messages.iter().any(|m| contains(m, b"order-2")));
-    db.batch_execute("SELECT pg_drop_replication_slot('cdc_message')")
+    db.batch_execute(&format!("SELECT pg_drop_replication_slot('{slot}')"))
         .expect("drop slot");
 }
 
@@ -253,22 +294,31 @@ fn consume(sink: &mut Client, deliveries: &[String]) {
 /// back one none.
 #[test]
 fn a_crashed_consumer_replays_and_each_message_has_one_effect() {
-    let mut db = logical().database("cdc_e2e");
+    for edition in EDITIONS {
+        a_crashed_consumer_replays_and_each_message_has_one_effect_in(edition);
+    }
+}
+
+fn a_crashed_consumer_replays_and_each_message_has_one_effect_in(edition: &str) {
+    let mut db = database(edition, "cdc_e2e");
+    let name = format!("cdc_e2e_{edition}");
     if !has_test_decoding() {
         eprintln!("test_decoding is not installed for this Postgres: skipped");
         return;
     }
-    db.batch_execute("SELECT pg_create_logical_replication_slot('cdc_e2e', 'test_decoding')")
-        .expect("slot");
-    db.batch_execute(
+    db.batch_execute(&format!(
+        "SELECT pg_create_logical_replication_slot('{name}', 'test_decoding')"
+    ))
+    .expect("slot");
+    db.batch_execute(&format!(
         "CREATE TABLE effects (message_id uuid NOT NULL, n int NOT NULL);
-         ALTER DATABASE cdc_e2e SET idempotency.outbox_delivery = cdc_message;",
-    )
+         ALTER DATABASE {name} SET idempotency.outbox_delivery = cdc_message;"
+    ))
     .expect("set-up");
-    let dir = std::env::temp_dir().join(format!("idem-cdc-{}", std::process::id()));
+    let dir = std::env::temp_dir().join(format!("idem-cdc-{}-{edition}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dir");
     let out = dir.join("stream.txt");
-    let mut producer = logical().connect("cdc_e2e");
+    let mut producer = logical().connect(&name);
     let put = |p: &mut Client, from: i32, to: i32, commit: bool| {
         let mut tx = p.transaction().expect("begin");
         for n in from..to {
@@ -280,7 +330,7 @@ fn a_crashed_consumer_replays_and_each_message_has_one_effect() {
         }
         if commit { tx.commit() } else { tx.rollback() }.expect("end");
     };
-    let mut stream = recvlogical("cdc_e2e", "cdc_e2e", &out);
+    let mut stream = recvlogical(&name, &name, &out);
     put(&mut producer, 0, 50, true);
     put(&mut producer, 1000, 1010, false);
     put(&mut producer, 50, 100, true);
@@ -291,7 +341,7 @@ fn a_crashed_consumer_replays_and_each_message_has_one_effect() {
     stream.kill().expect("kill");
     stream.wait().expect("reap");
     put(&mut producer, 100, 150, true);
-    let mut stream = recvlogical("cdc_e2e", "cdc_e2e", &out);
+    let mut stream = recvlogical(&name, &name, &out);
     wait_for(
         "all delivered after the restart",
         Duration::from_secs(60),
@@ -301,10 +351,10 @@ fn a_crashed_consumer_replays_and_each_message_has_one_effect() {
     stream.wait().expect("reap");
     let deliveries = delivered(&out);
     // The application consumer crashes after 120 deliveries, then replays from the start.
-    let mut sink = logical().connect("cdc_e2e");
+    let mut sink = logical().connect(&name);
     consume(&mut sink, &deliveries[..120]);
     drop(sink);
-    let mut sink = logical().connect("cdc_e2e");
+    let mut sink = logical().connect(&name);
     consume(&mut sink, &deliveries);
     let mut effects: HashMap<i32, i64> = HashMap::new();
     for row in sink
@@ -334,7 +384,13 @@ fn a_crashed_consumer_replays_and_each_message_has_one_effect() {
 /// and writes nothing; a put for now (the default) goes through.
 #[test]
 fn a_message_for_later_cannot_be_streamed() {
-    let mut db = logical().database("cdc_later");
+    for edition in EDITIONS {
+        a_message_for_later_cannot_be_streamed_in(edition);
+    }
+}
+
+fn a_message_for_later_cannot_be_streamed_in(edition: &str) {
+    let mut db = database(edition, "cdc_later");
     for delivery in ["cdc_table", "cdc_message"] {
         db.batch_execute(&format!("SET idempotency.outbox_delivery = {delivery}"))
             .expect("set");
@@ -344,7 +400,7 @@ fn a_message_for_later_cannot_be_streamed() {
                 &[],
             )
             .expect_err("later");
-        assert_eq!(common::sqlstate(&err), "0A000", "{delivery}");
+        assert_eq!(common::sqlstate(&err), "0A000", "{edition} {delivery}");
         db.query_one("SELECT idem_outbox_put('t', '{}', NULL, NULL, now())", &[])
             .expect("now");
     }
