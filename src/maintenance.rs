@@ -11,7 +11,7 @@ use pgrx::prelude::*;
 
 use crate::errors::{self, IdemError, OrRaise, Result};
 use crate::settings;
-use crate::spi::{Conn, Statement};
+use crate::spi::{Conn, Statement, run_text};
 
 /// processing → failed_retryable for leases that ended before `$2` (now − reclaim_grace).
 /// The recovery point stays, so the next claim can resume.
@@ -72,6 +72,33 @@ pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
         return Ok(purged);
     }
     let rows = PURGE.run(conn, &[Some(Datum::from(batch))])?;
+    crate::metrics::count_purged(rows.len() as u64);
+    Ok(rows.len() as i64)
+}
+
+/// `statement` on one shard placement of a distributed table, `idempotency.<shard>` (a name
+/// `citus::upkeep_plan` read from Citus' catalog), run locally by the node that holds it.
+fn on_shard(statement: &Statement, shard: &str) -> String {
+    let quoted = format!("idempotency.\"{}\"", shard.replace('"', "\"\""));
+    statement.sql.replace("idempotency.requests", &quoted)
+}
+
+/// [`reclaim_batch`] on one local shard placement (`idempotency.citus_upkeep = shards`).
+pub fn reclaim_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
+    let grace_us = i64::from(settings::RECLAIM_GRACE.get()) * 1000;
+    // SAFETY: the current transaction's start, i.e. now().
+    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
+    let cutoff = now.saturating_sub(grace_us);
+    let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
+    let rows = run_text(conn, &on_shard(&RECLAIM, shard), RECLAIM.args, &args)?;
+    crate::metrics::count_reclaimed(rows.len() as u64);
+    Ok(rows.len() as i64)
+}
+
+/// [`purge_batch`] on one local shard placement (`idempotency.citus_upkeep = shards`).
+pub fn purge_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
+    let args = [Some(Datum::from(batch))];
+    let rows = run_text(conn, &on_shard(&PURGE, shard), PURGE.args, &args)?;
     crate::metrics::count_purged(rows.len() as u64);
     Ok(rows.len() as i64)
 }

@@ -5,12 +5,14 @@
 //! WARNING naming the database, and the next steps still run.
 
 use core::ffi::{CStr, c_int};
+use std::ffi::CString;
 use std::time::{Duration, Instant};
 
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 use pgrx::{PgLogLevel, PgSqlErrorCode};
 
+use crate::citus::Upkeep;
 use crate::compat;
 use crate::errors::{IdemError, Result, SqlState};
 use crate::maintenance;
@@ -147,7 +149,7 @@ fn drain(
     what: &CStr,
     table: &CStr,
     batch: i32,
-    step: fn(&Conn, i32) -> Result<i64>,
+    step: impl Fn(&Conn, i32) -> Result<i64> + Copy,
 ) -> Result<i64> {
     let mut total = 0;
     while keep_going() {
@@ -178,8 +180,13 @@ fn rest_after(worked: Duration, share: i32) -> Duration {
 
 /// [`drain`], its failure caught: a WARNING with the SQLSTATE, and the round goes on with the
 /// next step (a lock timeout on one table must not stop the purges of the others).
-fn isolated(what: &CStr, table: &CStr, batch: i32, step: fn(&Conn, i32) -> Result<i64>) -> i64 {
-    let outcome = PgTryBuilder::new(|| drain(what, table, batch, step).map_err(Failure::from))
+fn isolated(
+    what: &CStr,
+    table: &CStr,
+    batch: i32,
+    step: impl Fn(&Conn, i32) -> Result<i64> + Copy + std::panic::UnwindSafe,
+) -> i64 {
+    let outcome = PgTryBuilder::new(move || drain(what, table, batch, step).map_err(Failure::from))
         .catch_others(|caught| Err(Failure::from(caught)))
         .execute();
     match outcome {
@@ -217,24 +224,38 @@ fn maintain() -> Result<()> {
         return Ok(());
     }
     let batch = settings::BATCH_SIZE.get();
-    // On a Citus worker with a distributed idempotency.requests, the coordinator's upkeep
-    // covers every shard (src/citus/): doing it here too would do each row's work twice.
-    let elsewhere = in_transaction(c"idempotency: is the table distributed?", || {
-        crate::citus::upkeep_elsewhere()
+    // A distributed idempotency.requests: the coordinator does every shard, or each node the
+    // placements it holds (src/citus/); never both, so each row's work is done once.
+    let plan = in_transaction(c"idempotency: who keeps idempotency.requests?", || {
+        crate::citus::upkeep_plan()
     })?;
-    let (reclaimed, purged) = if elsewhere {
-        (0, 0)
-    } else {
-        (
-            isolated(
+    let (mut reclaimed, mut purged) = (0, 0);
+    match plan {
+        Upkeep::Elsewhere => {}
+        Upkeep::Whole => {
+            reclaimed = isolated(
                 c"idem_reclaim",
                 c"requests",
                 batch,
                 maintenance::reclaim_batch,
-            ),
-            isolated(c"idem_purge", c"requests", batch, maintenance::purge_batch),
-        )
-    };
+            );
+            purged = isolated(c"idem_purge", c"requests", batch, maintenance::purge_batch);
+        }
+        Upkeep::Shards(shards) => {
+            for shard in &shards {
+                let Ok(table) = CString::new(shard.as_str()) else {
+                    continue;
+                };
+                let shard = shard.as_str();
+                reclaimed += isolated(c"idem_reclaim", &table, batch, |conn, n| {
+                    maintenance::reclaim_shard(conn, n, shard)
+                });
+                purged += isolated(c"idem_purge", &table, batch, |conn, n| {
+                    maintenance::purge_shard(conn, n, shard)
+                });
+            }
+        }
+    }
     isolated(
         c"idem_inbox_purge",
         c"inbox",

@@ -20,6 +20,19 @@ pub static MAINTENANCE_SHARE: GucSetting<i32> = GucSetting::<i32>::new(25);
 /// Whether the launcher runs maintenance rounds.
 pub static WORKER_ENABLED: GucSetting<bool> = GucSetting::<bool>::new(true);
 
+/// `idempotency.citus_upkeep`: who reclaims and purges a distributed `idempotency.requests`.
+#[derive(Clone, Copy, PartialEq, Eq, Debug, pgrx::PostgresGucEnum)]
+pub enum CitusUpkeep {
+    /// The coordinator's worker, every shard through the coordinator.
+    #[name = c"coordinator"]
+    Coordinator,
+    /// Every node's worker, the shard placements it holds, locally.
+    #[name = c"shards"]
+    Shards,
+}
+pub static CITUS_UPKEEP: GucSetting<CitusUpkeep> =
+    GucSetting::<CitusUpkeep>::new(CitusUpkeep::Coordinator);
+
 /// `idempotency.outbox_retention`: how long published outbox rows are kept, in seconds.
 pub static OUTBOX_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60 * 60);
 
@@ -94,6 +107,14 @@ fn maintenance() {
         &MAINTENANCE_SHARE,
         1,
         100,
+        GucContext::Sighup,
+        GucFlags::default(),
+    );
+    GucRegistry::define_enum_guc(
+        c"idempotency.citus_upkeep",
+        c"Who reclaims and purges a Citus-distributed idempotency.requests: coordinator or shards.",
+        c"coordinator: the coordinator's worker, row by row through the coordinator. shards: every node's worker, the shard placements it holds, set-based and locally (set it on every node).",
+        &CITUS_UPKEEP,
         GucContext::Sighup,
         GucFlags::default(),
     );

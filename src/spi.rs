@@ -197,6 +197,46 @@ impl Statement {
     }
 }
 
+/// Run `sql`, text that changes from call to call (a Citus shard's name), with `args` of
+/// `types`: planned each time, never kept. Its names must be as qualified as a [`Statement`]'s.
+pub fn run_text<'c>(
+    _conn: &'c Conn,
+    sql: &str,
+    types: &[pg_sys::Oid],
+    args: &[Arg],
+) -> Result<Rows<'c>> {
+    let text = CString::new(sql)
+        .map_err(|_| IdemError::new(errors::INTERNAL_ERROR, "statement text contains NUL"))?;
+    let mut types = types.to_vec();
+    let mut values: Vec<Datum> = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
+    let nulls: Vec<core::ffi::c_char> = args
+        .iter()
+        .map(|a| if a.is_some() { b' ' } else { b'n' } as core::ffi::c_char)
+        .collect();
+    // SAFETY: a connected SPI (the borrowed Conn); types, values and nulls of one arity.
+    let code = unsafe {
+        pg_sys::SPI_execute_with_args(
+            text.as_ptr(),
+            types.len() as i32,
+            types.as_mut_ptr(),
+            values.as_mut_ptr(),
+            nulls.as_ptr(),
+            false,
+            0,
+        )
+    };
+    if code < 0 {
+        return Err(spi_error("SPI_execute_with_args", code));
+    }
+    // SAFETY: SPI's globals describe the statement that just ran.
+    let (table, processed) = unsafe { (pg_sys::SPI_tuptable, pg_sys::SPI_processed) };
+    Ok(Rows {
+        table,
+        processed,
+        _conn: PhantomData,
+    })
+}
+
 /// What a statement returned (or, without RETURNING, how many rows it touched).
 pub struct Rows<'c> {
     table: *mut pg_sys::SPITupleTable,

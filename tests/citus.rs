@@ -2,7 +2,8 @@
 //! `scripts/citus.sh up MAJOR` (Citus 14.0.1; Postgres 16–18), every function through the
 //! coordinator in both distribution shapes (`idem_distribute('key')` and `('scope')`), a
 //! 16-session race over a co-located effects table, the single-shard check of the co-located
-//! claim, and reclaim/purge done once, by the coordinator.
+//! claim, and reclaim/purge done once: by the coordinator, or by every node on the shards it
+//! holds (`idempotency.citus_upkeep = shards`, tests/citus/upkeep.rs).
 //!
 //! Runs when `IDEM_CITUS=1` (pgrx-config/test.sh sets it for the majors in
 //! `IDEM_CITUS_MAJORS`, default 17) or when Citus is already installed for the Postgres under
@@ -10,6 +11,8 @@
 //! be installed already (`cargo pgrx test` does that): the script is told not to install it.
 
 mod common;
+#[path = "citus/upkeep.rs"]
+mod upkeep;
 
 use std::path::PathBuf;
 use std::process::Command;
@@ -48,8 +51,8 @@ fn skip_reason() -> Option<String> {
     }
 }
 
-struct Citus {
-    port: u16,
+pub(crate) struct Citus {
+    pub(crate) port: u16,
 }
 
 impl Citus {
@@ -77,7 +80,7 @@ impl Citus {
         citus
     }
 
-    fn connect_port(port: u16) -> Client {
+    pub(crate) fn connect_port(port: u16) -> Client {
         Client::connect(
             &format!("host=127.0.0.1 port={port} user=postgres dbname=postgres application_name=idem-citus"),
             NoTls,
@@ -85,15 +88,15 @@ impl Citus {
         .expect("connect")
     }
 
-    fn coordinator(&self) -> Client {
+    pub(crate) fn coordinator(&self) -> Client {
         Self::connect_port(self.port)
     }
 
-    fn worker(&self, n: u16) -> Client {
+    pub(crate) fn worker(&self, n: u16) -> Client {
         Self::connect_port(self.port + n)
     }
 
-    fn log(&self, node: &str) -> String {
+    pub(crate) fn log(&self, node: &str) -> String {
         std::fs::read_to_string(format!("/var/tmp/idem-citus-{}/{node}.log", common::MAJOR))
             .unwrap_or_default()
     }
@@ -112,7 +115,7 @@ fn state(result: Result<Vec<postgres::Row>, postgres::Error>) -> String {
     }
 }
 
-fn one<T: for<'a> postgres::types::FromSql<'a>>(c: &mut Client, sql: &str) -> T {
+pub(crate) fn one<T: for<'a> postgres::types::FromSql<'a>>(c: &mut Client, sql: &str) -> T {
     c.query_one(sql, &[])
         .unwrap_or_else(|e| panic!("{sql}: {e}"))
         .get(0)
@@ -404,86 +407,6 @@ fn colocated_claim_is_single_shard(citus: &Citus) {
     assert_eq!(nodes, 1);
 }
 
-/// Reclaim and purge through the coordinator: each row once; the workers' background workers
-/// leave the distributed table to the coordinator and do not fail.
-fn upkeep(citus: &Citus) {
-    // Only what the logs say from here on (a round that met the shape switch's DROP EXTENSION
-    // logs 42P01, as on one server).
-    let seen: Vec<usize> = ["coordinator", "worker1", "worker2"]
-        .iter()
-        .map(|n| citus.log(n).len())
-        .collect();
-    // Every node's background worker runs a round a second (it is on by default).
-    for port in [citus.port, citus.port + 1, citus.port + 2] {
-        let mut node = Citus::connect_port(port);
-        for sql in [
-            "ALTER SYSTEM SET idempotency.reclaim_grace = 0",
-            "ALTER SYSTEM SET idempotency.naptime = '1s'",
-            "SELECT pg_reload_conf()",
-        ] {
-            node.batch_execute(sql).expect("settings");
-        }
-    }
-    std::thread::sleep(Duration::from_millis(300));
-    let mut c = citus.coordinator();
-    c.batch_execute(
-        "SELECT idem_claim('up', 'lease-' || i, 'h', lease => '1 millisecond') FROM generate_series(1, 30) i;
-         SELECT idem_claim('up', 'old-' || i, 'h', lease => '1 millisecond', retention => '2 milliseconds') FROM generate_series(1, 30) i;",
-    )
-    .expect("setup");
-    c.batch_execute("SELECT idem_complete('up', 'old-' || i, '{}') FROM generate_series(1, 30) i")
-        .expect("complete old");
-    std::thread::sleep(Duration::from_millis(50));
-    let reclaimed: i64 = one(&mut c, "SELECT idem_reclaim(1000)");
-    // The background worker may have reclaimed some of them first; together: exactly 30 rows
-    // are failed_retryable with lease_expired, and another call finds nothing.
-    assert!(reclaimed <= 30);
-    assert_eq!(one::<i64>(&mut c, "SELECT idem_reclaim(1000)"), 0);
-    let expired: i64 = one(
-        &mut c,
-        "SELECT count(*) FROM idempotency.requests WHERE scope = 'up' AND key LIKE 'lease-%' \
-         AND status = 'failed_retryable' AND failure_code = 'lease_expired' \
-         AND failure_message LIKE 'the lease of attempt 1 ended at %'",
-    );
-    assert_eq!(expired, 30);
-    let purged: i64 = one(&mut c, "SELECT idem_purge(1000)");
-    assert!(purged <= 30);
-    assert_eq!(
-        one::<i64>(
-            &mut c,
-            "SELECT count(*) FROM idempotency.requests WHERE key LIKE 'old-%'"
-        ),
-        0
-    );
-    assert_eq!(one::<i64>(&mut c, "SELECT idem_purge(1000)"), 0);
-    // The workers did none of it, though their background workers kept running rounds.
-    std::thread::sleep(Duration::from_millis(2500));
-    for n in [1, 2] {
-        let mut w = citus.worker(n);
-        let rounds: i64 = one(
-            &mut w,
-            "SELECT value FROM idem_metrics() WHERE name = 'maintenance_rounds'",
-        );
-        assert!(rounds > 0, "worker {n}'s background worker ran no round");
-    }
-    for n in [1, 2] {
-        let mut w = citus.worker(n);
-        let done: i64 = one(
-            &mut w,
-            "SELECT COALESCE(sum(value), 0)::int8 FROM idem_metrics() WHERE name IN ('reclaimed', 'purged')",
-        );
-        assert_eq!(done, 0, "worker {n} did upkeep of the distributed table");
-    }
-    for (node, from) in ["coordinator", "worker1", "worker2"].iter().zip(seen) {
-        let log = citus.log(node).get(from..).unwrap_or_default().to_string();
-        assert!(
-            !log.lines()
-                .any(|l| l.contains("idempotency: idem_") && l.contains("failed")),
-            "{node}'s background upkeep failed:\n{log}"
-        );
-    }
-}
-
 #[test]
 fn citus_cluster() {
     if let Some(why) = skip_reason() {
@@ -521,6 +444,7 @@ fn citus_cluster() {
         if shape == "scope" {
             colocated_claim_is_single_shard(&citus);
         }
-        upkeep(&citus);
+        upkeep::by_the_coordinator(&citus);
     }
+    upkeep::on_every_node(&citus);
 }

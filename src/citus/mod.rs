@@ -15,9 +15,11 @@
 //!   `Transition` after the row is locked and bound as a parameter (`record_sql.rs`).
 //! - upkeep (`idem_reclaim`, `idem_purge`) picks candidate rows with a multi-shard SELECT and
 //!   changes each with a single-shard statement that repeats the row's condition after locking
-//!   it with `SKIP LOCKED` ([`reclaim_batch`], [`purge_batch`]). The background worker does this
-//!   on the coordinator only; on a worker node it leaves `idempotency.requests` alone, so each
-//!   row is reclaimed or purged once, by the coordinator.
+//!   it with `SKIP LOCKED` ([`reclaim_batch`], [`purge_batch`]). By default the background
+//!   worker does this on the coordinator only, and a worker node leaves the table alone; with
+//!   `idempotency.citus_upkeep = shards` every node's worker runs the set-based statements of
+//!   `maintenance.rs` on the placements it holds ([`upkeep_plan`]). Each row is reclaimed or
+//!   purged once either way.
 
 pub mod detect;
 
@@ -27,6 +29,7 @@ use crate::datum::datum_bytes;
 use crate::direct;
 use crate::errors::Result;
 use crate::record_sql::by_key;
+use crate::settings::{self, CitusUpkeep};
 use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, text_arg};
 use crate::transition::{Clock, add_interval};
 #[cfg(any(test, feature = "pg_test"))]
@@ -47,31 +50,88 @@ pub fn requests_distributed() -> Result<bool> {
     Ok(catalog.distributed || assumed())
 }
 
-/// Should this background worker leave `idempotency.requests` to another node? Yes on a
-/// Citus worker when the table is distributed: the coordinator's worker does the upkeep of
-/// every shard, so no row is reclaimed or purged twice.
+/// What this node's background worker does with `idempotency.requests`.
+pub enum Upkeep {
+    /// The whole table (one server, or the coordinator of a distributed table).
+    Whole,
+    /// Nothing: a worker node while the coordinator does every shard.
+    Elsewhere,
+    /// The shard placements this node holds (`idempotency.citus_upkeep = shards`), by name.
+    Shards(Vec<String>),
+}
+
+/// Every placement of idempotency.requests' shards: its shard's name, whether this node holds
+/// it, and whether its shard has other placements (statement replication: then only the
+/// coordinator may change rows, to keep the copies equal).
+static PLACEMENTS: Statement = Statement {
+    sql: "SELECT pg_catalog.format('requests_%s'::pg_catalog.text, s.shardid), \
+            p.groupid OPERATOR(pg_catalog.=) (SELECT l.groupid FROM pg_catalog.pg_dist_local_group AS l), \
+            (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_placement AS a \
+              WHERE a.shardid OPERATOR(pg_catalog.=) s.shardid) OPERATOR(pg_catalog.>) 1::pg_catalog.int8 \
+          FROM pg_catalog.pg_dist_shard AS s \
+          JOIN pg_catalog.pg_dist_placement AS p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
+          WHERE s.logicalrelid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass \
+          ORDER BY s.shardid",
+    args: &[],
+};
+
+/// Who does the upkeep of `idempotency.requests` on this node. Without Citus, or when the
+/// table is not distributed, the whole table. Distributed, by `idempotency.citus_upkeep`:
+/// `coordinator` (default) leaves every shard to the coordinator, which changes rows one by
+/// one through itself; `shards` has each node change the placements it holds, set-based and
+/// locally, so the purge rate grows with the workers. Each row lives in one placement, so it
+/// is reclaimed or purged once either way; a table with replicated shards stays with the
+/// coordinator (its writes must go through it to keep the copies equal).
 ///
-/// Without Citus, or on the coordinator, this touches nothing. When the table cannot be found
-/// the answer is `false`: the upkeep steps then run and report that themselves (42P01), as on
-/// a single server.
-pub fn upkeep_elsewhere() -> Result<bool> {
-    if local_group().is_none_or(|group| group == 0) {
-        return Ok(false);
-    }
-    match direct::resolve() {
+/// When the table cannot be found the answer is `Whole`: the upkeep steps then run and report
+/// that themselves (42P01), as on a single server.
+pub fn upkeep_plan() -> Result<Upkeep> {
+    let Some(group) = local_group() else {
+        return Ok(Upkeep::Whole);
+    };
+    let distributed = match direct::resolve() {
         // SAFETY: the table is locked (to the end of the transaction) before it is judged; a
         // table dropped meanwhile gives NULL.
         Ok((_, table, _)) => unsafe {
             let rel = pg_sys::try_relation_open(table, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
             if rel.is_null() {
-                return Ok(false);
+                return Ok(Upkeep::Whole);
             }
             let distributed = is_citus_table(table) || assumed();
             pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE);
-            Ok(distributed)
+            distributed
         },
-        Err(_missing) => Ok(false),
+        Err(_missing) => return Ok(Upkeep::Whole),
+    };
+    let by_coordinator = if group == 0 {
+        Upkeep::Whole
+    } else {
+        Upkeep::Elsewhere
+    };
+    if !distributed || settings::CITUS_UPKEEP.get() == CitusUpkeep::Coordinator {
+        return Ok(if distributed {
+            by_coordinator
+        } else {
+            Upkeep::Whole
+        });
     }
+    let conn = Conn::open()?;
+    let rows = PLACEMENTS.run(&conn, &[])?;
+    let mut shards = Vec::new();
+    for i in 0..rows.len() {
+        if rows.required(i, 3)?.value() != 0 {
+            pgrx::warning!(
+                "idempotency: idempotency.citus_upkeep = shards, but idempotency.requests has replicated shards: the coordinator does its upkeep"
+            );
+            return Ok(by_coordinator);
+        }
+        if rows.required(i, 2)?.value() != 0 {
+            // SAFETY: column 1 is text.
+            let name = unsafe { datum_bytes(rows.required(i, 1)?) };
+            shards.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    Ok(Upkeep::Shards(shards))
 }
 
 // ---------------------------------------------------------------------------------------------
