@@ -19,7 +19,7 @@ const JSONB: Oid = pg_sys::JSONBOID;
 const TIMESTAMPTZ: Oid = pg_sys::TIMESTAMPTZOID;
 
 /// `cdc_table`: the same row as a polled put, but published at once.
-pub static PUT_PUBLISHED: Statement = Statement {
+pub(crate) static PUT_PUBLISHED: Statement = Statement {
     sql: "INSERT INTO idempotency.outbox \
           (topic, dedupe_key, payload, headers, available_at, created_at, status, published_at) \
           VALUES ($1, $2, $3, $4, COALESCE($5, pg_catalog.now()), pg_catalog.now(), \

@@ -65,6 +65,13 @@ const CALLS: &[&str] = &[
     "SELECT pg_catalog.int8gt(idem_outbox_put('{s}', '{\"n\": 2}'), 0)::text",
     "SELECT idem_outbox_nack((SELECT id FROM idem_outbox_take(10, topic => '{s}')), 'e')::text",
     "SELECT pg_catalog.int8ge(idem_outbox_purge(), 0)::text",
+    // The CDC deliveries (src/outbox_cdc.rs).
+    "SELECT pg_catalog.set_config('idempotency.outbox_delivery', 'cdc_table', false)",
+    "SELECT pg_catalog.int8gt(idem_outbox_put('{s}', '{}', dedupe_key => 'cdc'), 0)::text",
+    "SELECT pg_catalog.int8gt(idem_outbox_put('{s}', '{}', dedupe_key => 'cdc'), 0)::text",
+    "SELECT pg_catalog.set_config('idempotency.outbox_delivery', 'cdc_message', false)",
+    "SELECT pg_catalog.int8gt(idem_outbox_put('{s}', '{\"n\": 3}', 'cdc-m', '{}'), 0)::text",
+    "SELECT pg_catalog.set_config('idempotency.outbox_delivery', 'poll', false)",
     "SELECT outcome::text FROM idem_call('{s}', 'c1', '{}', 'public.effect(jsonb)')",
     "SELECT outcome::text FROM idem_call('{s}', 'c1', '{}', 'public.effect(jsonb)')",
     "SELECT pg_catalog.concat(outcome, ' ', failure_code) FROM idem_call('{s}', 'c2', '{}', 'public.refuse(jsonb)')",
@@ -239,6 +246,8 @@ const CONSTRUCTS: &[&str] = &[
 
 #[test]
 fn no_statement_resolves_through_search_path() {
+    // The CDC outbox's statements run only where changes are decoded (docs/cdc.md).
+    common::EXTRA_CONF.get_or_init(|| "wal_level = logical\n");
     let cluster = cluster();
     let mut admin = cluster.session();
     admin

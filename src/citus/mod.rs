@@ -30,7 +30,7 @@ use crate::direct;
 use crate::errors::Result;
 use crate::record_sql::by_key;
 use crate::settings::{self, CitusUpkeep};
-use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, text_arg};
+use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, run_text, text_arg};
 use crate::transition::{Clock, add_interval};
 #[cfg(any(test, feature = "pg_test"))]
 pub use detect::assume_distributed;
@@ -63,17 +63,17 @@ pub enum Upkeep {
 /// Every placement of idempotency.requests' shards: its shard's name, whether this node holds
 /// it, and whether its shard has other placements (statement replication: then only the
 /// coordinator may change rows, to keep the copies equal).
-static PLACEMENTS: Statement = Statement {
-    sql: "SELECT pg_catalog.format('requests_%s'::pg_catalog.text, s.shardid), \
+///
+/// Plain text, not a kept [`Statement`]: Citus' catalog exists only where Citus is installed,
+/// so tests/search_path.rs cannot prepare it; tests/citus/upkeep.rs runs it on a real cluster.
+const PLACEMENTS: &str = "SELECT pg_catalog.format('requests_%s'::pg_catalog.text, s.shardid), \
             p.groupid OPERATOR(pg_catalog.=) (SELECT l.groupid FROM pg_catalog.pg_dist_local_group AS l), \
             (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_placement AS a \
               WHERE a.shardid OPERATOR(pg_catalog.=) s.shardid) OPERATOR(pg_catalog.>) 1::pg_catalog.int8 \
           FROM pg_catalog.pg_dist_shard AS s \
           JOIN pg_catalog.pg_dist_placement AS p ON p.shardid OPERATOR(pg_catalog.=) s.shardid \
           WHERE s.logicalrelid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass \
-          ORDER BY s.shardid",
-    args: &[],
-};
+          ORDER BY s.shardid";
 
 /// Who does the upkeep of `idempotency.requests` on this node. Without Citus, or when the
 /// table is not distributed, the whole table. Distributed, by `idempotency.citus_upkeep`:
@@ -116,7 +116,7 @@ pub fn upkeep_plan() -> Result<Upkeep> {
         });
     }
     let conn = Conn::open()?;
-    let rows = PLACEMENTS.run(&conn, &[])?;
+    let rows = run_text(&conn, PLACEMENTS, &[], &[])?;
     let mut shards = Vec::new();
     for i in 0..rows.len() {
         if rows.required(i, 3)?.value() != 0 {
