@@ -132,6 +132,7 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
     END IF;
     -- The CDC deliveries (docs/cdc.md), as src/outbox_cdc.rs. Unset (NULL) or reset (''): poll.
+    delivery := pg_catalog.lower(pg_catalog.btrim(delivery));
     IF delivery IS NULL OR delivery OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN
         delivery := 'poll'::pg_catalog.text;
     END IF;
@@ -140,6 +141,12 @@ BEGIN
             RAISE EXCEPTION USING ERRCODE = '22023',
                 MESSAGE = pg_catalog.format('invalid value for parameter "idempotency.outbox_delivery": "%s"', delivery),
                 HINT = 'Available values: poll, cdc_table, cdc_message.';
+        END IF;
+        -- INSERT on the outbox, as a polled put needs (the cast checks USAGE on the schema).
+        IF NOT pg_catalog.has_table_privilege('idempotency.outbox'::pg_catalog.regclass,
+                                              'INSERT'::pg_catalog.text) THEN
+            RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied for table outbox',
+                HINT = 'SELECT idem_grant(''<role>'', ''app'') gives the calling role what it needs on idempotency.outbox.';
         END IF;
         IF pg_catalog.current_setting('wal_level'::pg_catalog.text) OPERATOR(pg_catalog.<>) 'logical'::pg_catalog.text THEN
             RAISE EXCEPTION USING ERRCODE = '55000',
@@ -152,9 +159,20 @@ BEGIN
                 HINT = 'Put it with idempotency.outbox_delivery = poll, or send it when it is due.';
         END IF;
         IF delivery OPERATOR(pg_catalog.=) 'cdc_message'::pg_catalog.text THEN
+            -- No row for the outbox's row-level security policies to check.
+            IF pg_catalog.row_security_active('idempotency.outbox'::pg_catalog.regclass) THEN
+                RAISE EXCEPTION USING ERRCODE = '0A000',
+                    MESSAGE = 'idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox''s row-level security policies',
+                    HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
+            END IF;
             RETURN pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_logical_emit_message(true,
                 'idempotency.outbox'::pg_catalog.text, pg_catalog.jsonb_build_object(
-                  'message_id'::pg_catalog.text, pg_catalog.gen_random_uuid(),
+                  'message_id'::pg_catalog.text, CASE WHEN idem_outbox_put.dedupe_key IS NULL
+                    THEN pg_catalog.gen_random_uuid()
+                    ELSE pg_catalog.substr(pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
+                      pg_catalog.format('%s:%s:%s'::pg_catalog.text, pg_catalog.octet_length(idem_outbox_put.topic),
+                                        idem_outbox_put.topic, idem_outbox_put.dedupe_key),
+                      'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END,
                   'topic'::pg_catalog.text, idem_outbox_put.topic,
                   'dedupe_key'::pg_catalog.text, idem_outbox_put.dedupe_key,
                   'payload'::pg_catalog.text, idem_outbox_put.payload,

@@ -123,9 +123,8 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
             "headers must be a JSON object",
         ));
     }
-    let delivery = outbox_cdc::delivery(available_at)?;
     let conn = Conn::open_for(c"outbox")?;
-    let insert = match delivery {
+    let insert = match outbox_cdc::delivery(available_at)? {
         OutboxDelivery::Poll => &PUT,
         OutboxDelivery::CdcTable => &outbox_cdc::PUT_PUBLISHED,
         OutboxDelivery::CdcMessage => {

@@ -6,7 +6,9 @@
 //!   `idempotency.outbox`) is decoded only if the transaction commits, and leaves nothing to
 //!   purge; deduplication is the consumer's (`idem_inbox_accept` by `message_id`).
 //!
-//! Both need `wal_level = logical`: without it the message would vanish unseen.
+//! Both need `wal_level = logical` (without it the message would vanish unseen) and INSERT on
+//! the outbox, as a polled put does. `cdc_message` writes no row for the table's row-level
+//! security policies to check, so under them it is refused (0A000): tenants use `cdc_table`.
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
@@ -28,11 +30,16 @@ pub(crate) static PUT_PUBLISHED: Statement = Statement {
     args: &[TEXT, TEXT, JSONB, JSONB, TIMESTAMPTZ],
 };
 
-/// `cdc_message`: the message's WAL position (as a number) is its id.
+/// `cdc_message`: the message's WAL position (as a number) is what the put returns. Its
+/// message_id is derived from (topic, dedupe_key) when there is a dedupe key, so that every put
+/// of that pair carries the same id for consumers to deduplicate by; random otherwise.
 static EMIT: Statement = Statement {
     sql: "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_logical_emit_message(true, \
             'idempotency.outbox'::pg_catalog.text, pg_catalog.jsonb_build_object( \
-              'message_id'::pg_catalog.text, pg_catalog.gen_random_uuid(), \
+              'message_id'::pg_catalog.text, CASE WHEN $2 IS NULL THEN pg_catalog.gen_random_uuid() \
+                ELSE pg_catalog.substr(pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to( \
+                  pg_catalog.format('%s:%s:%s'::pg_catalog.text, pg_catalog.octet_length($1), $1, $2), \
+                  'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END, \
               'topic'::pg_catalog.text, $1, 'dedupe_key'::pg_catalog.text, $2, \
               'payload'::pg_catalog.text, $3, 'headers'::pg_catalog.text, $4, \
               'created_at'::pg_catalog.text, pg_catalog.now())::pg_catalog.text), \
@@ -46,6 +53,19 @@ pub fn delivery(available_at: Option<Datum>) -> Result<OutboxDelivery> {
     let delivery = settings::OUTBOX_DELIVERY.get();
     if delivery == OutboxDelivery::Poll {
         return Ok(delivery);
+    }
+    let outbox = outbox_oid();
+    // SAFETY: an ACL check of an existing relation OID for the current role.
+    let insert = outbox == pg_sys::InvalidOid
+        || unsafe {
+            pg_sys::pg_class_aclcheck(outbox, pg_sys::GetUserId(), pg_sys::ACL_INSERT as _)
+        } == pg_sys::AclResult::ACLCHECK_OK;
+    if !insert {
+        return Err(IdemError::new(
+            errors::INSUFFICIENT_PRIVILEGE,
+            "permission denied for table outbox",
+        )
+        .hint("SELECT idem_grant('<role>', 'app') gives the calling role what it needs on idempotency.outbox."));
     }
     // SAFETY: reads a server global, set at start-up.
     let logical = unsafe { pg_sys::wal_level } as u32 >= pg_sys::WalLevel::WAL_LEVEL_LOGICAL;
@@ -68,7 +88,16 @@ pub fn delivery(available_at: Option<Datum>) -> Result<OutboxDelivery> {
     Ok(delivery)
 }
 
-/// Emit the message; its WAL position is returned as its id.
+fn outbox_oid() -> Oid {
+    // SAFETY: catalog lookups by name.
+    unsafe {
+        let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
+        pg_sys::get_relname_relid(c"outbox".as_ptr(), nsp)
+    }
+}
+
+/// Emit the message; its WAL position is returned. Refused (0A000) where the outbox's
+/// row-level security policies apply: no row means nothing for them to check.
 pub fn emit(
     conn: &Conn,
     topic: &[u8],
@@ -76,6 +105,18 @@ pub fn emit(
     payload: Datum,
     headers: Option<Datum>,
 ) -> Result<i64> {
+    let outbox = outbox_oid();
+    // SAFETY: Postgres' own test of whether RLS applies to the current role on the table.
+    let policed = outbox != pg_sys::InvalidOid
+        && unsafe { pg_sys::check_enable_rls(outbox, pg_sys::InvalidOid, true) }
+            == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
+    if policed {
+        return Err(IdemError::new(
+            errors::FEATURE_NOT_SUPPORTED,
+            "idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox's row-level security policies",
+        )
+        .hint("Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies."));
+    }
     let args = [
         text_arg(topic),
         opt_text_arg(dedupe_key),

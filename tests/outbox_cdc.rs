@@ -190,7 +190,8 @@ fn cdc_message_is_transactional_and_leaves_no_row_in(edition: &str) {
          COMMIT;
          BEGIN;
          SELECT idem_outbox_put('orders', '{\"n\": 2}', 'order-2');
-         ROLLBACK;",
+         ROLLBACK;
+         SELECT idem_outbox_put('orders', '{\"n\": 1, \"again\": true}', 'order-1');",
     )
     .expect("puts");
     let ids: Vec<i64> = db
@@ -212,8 +213,22 @@ fn cdc_message_is_transactional_and_leaves_no_row_in(edition: &str) {
         .filter(|(kind, _)| *kind == b'M')
         .map(|(_, data)| data)
         .collect();
-    assert_eq!(messages.len(), 3, "committed puts only");
+    assert_eq!(messages.len(), 4, "committed puts only");
+    // Every put of one (topic, dedupe_key) carries one message_id, for consumers to dedupe by.
+    let id_of = |m: &[u8]| {
+        let text = String::from_utf8_lossy(m).into_owned();
+        let at = text.find("\"message_id\": \"").expect("message_id") + 15;
+        text[at..at + 36].to_string()
+    };
+    assert_eq!(id_of(&messages[0]), id_of(&messages[1]), "same dedupe key");
+    assert_ne!(
+        id_of(&messages[2]),
+        id_of(&messages[3]),
+        "no dedupe key: random"
+    );
+    assert_ne!(id_of(&messages[0]), id_of(&messages[2]));
     let first = &messages[0];
+    assert!(contains(&messages[1], b"\"again\": true"));
     assert_eq!(first[1], 1, "transactional");
     for part in [
         &b"idempotency.outbox\0"[..],
@@ -408,5 +423,70 @@ fn a_message_for_later_cannot_be_streamed_in(edition: &str) {
         count(&mut db, "SELECT count(*) FROM idempotency.outbox"),
         1,
         "the cdc_table put for now only"
+    );
+}
+
+/// A CDC put needs INSERT on the outbox, as a polled put does (42501 before anything else);
+/// cdc_message writes no row for the table's row-level security policies to check, so under
+/// them it is refused (0A000), while cdc_table's rows are checked by them.
+#[test]
+fn cdc_puts_check_rights_and_policies() {
+    for edition in EDITIONS {
+        cdc_puts_check_rights_and_policies_in(edition);
+    }
+}
+
+fn cdc_puts_check_rights_and_policies_in(edition: &str) {
+    let mut db = database(edition, "cdc_rights");
+    let name = format!("cdc_rights_{edition}");
+    db.batch_execute(
+        "DO $$ BEGIN CREATE ROLE cdc_reader LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         DO $$ BEGIN CREATE ROLE cdc_nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         DO $$ BEGIN CREATE ROLE cdc_tenant LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT USAGE ON SCHEMA idempotency TO cdc_reader, cdc_tenant;
+         GRANT SELECT ON idempotency.outbox TO cdc_reader;
+         GRANT SELECT, INSERT ON idempotency.outbox TO cdc_tenant;
+         ALTER TABLE idempotency.outbox ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY own_topics ON idempotency.outbox
+           USING (topic LIKE 'acme/%') WITH CHECK (topic LIKE 'acme/%');",
+    )
+    .expect("roles and policy");
+    let attempt = |role: &str, delivery: &str, topic: &str| -> String {
+        let mut c = logical().connect_as(&name, role);
+        c.batch_execute(&format!("SET idempotency.outbox_delivery = {delivery}"))
+            .expect("set");
+        match c.query_one(&format!("SELECT idem_outbox_put('{topic}', '{{}}')"), &[]) {
+            Ok(_) => "ok".to_string(),
+            Err(e) => common::sqlstate(&e),
+        }
+    };
+    for delivery in ["cdc_table", "cdc_message"] {
+        for role in ["cdc_reader", "cdc_nobody"] {
+            assert_eq!(
+                attempt(role, delivery, "acme/x"),
+                "42501",
+                "{edition} {delivery} {role}"
+            );
+        }
+    }
+    assert_eq!(
+        attempt("cdc_tenant", "cdc_message", "acme/x"),
+        "0A000",
+        "{edition}"
+    );
+    assert_eq!(
+        attempt("cdc_tenant", "cdc_table", "acme/x"),
+        "ok",
+        "{edition}"
+    );
+    assert_eq!(
+        attempt("cdc_tenant", "cdc_table", "globex/x"),
+        "42501",
+        "{edition}"
+    );
+    assert_eq!(
+        count(&mut db, "SELECT count(*) FROM idempotency.outbox"),
+        1,
+        "{edition}: only the tenant's own cdc_table put"
     );
 }
