@@ -75,6 +75,10 @@ const PLACEMENTS: &str = "SELECT pg_catalog.format('requests_%s'::pg_catalog.tex
           WHERE s.logicalrelid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass \
           ORDER BY s.shardid";
 
+thread_local! {
+    static WARNED_REPLICATED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
+}
+
 /// Who does the upkeep of `idempotency.requests` on this node. Without Citus, or when the
 /// table is not distributed, the whole table. Distributed, by `idempotency.citus_upkeep`:
 /// `coordinator` (default) leaves every shard to the coordinator, which changes rows one by
@@ -120,9 +124,12 @@ pub fn upkeep_plan() -> Result<Upkeep> {
     let mut shards = Vec::new();
     for i in 0..rows.len() {
         if rows.required(i, 3)?.value() != 0 {
-            pgrx::warning!(
-                "idempotency: idempotency.citus_upkeep = shards, but idempotency.requests has replicated shards: the coordinator does its upkeep"
-            );
+            // Once per worker process, not every round.
+            if !WARNED_REPLICATED.replace(true) {
+                pgrx::warning!(
+                    "idempotency: idempotency.citus_upkeep = shards, but idempotency.requests has replicated shards: the coordinator does its upkeep"
+                );
+            }
             return Ok(by_coordinator);
         }
         if rows.required(i, 2)?.value() != 0 {
