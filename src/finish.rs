@@ -15,6 +15,7 @@ use crate::record::{Record, Status};
 use crate::record_sql::by_key;
 use crate::spi::{Conn, LazyConn, Statement, TEXT, opt_text_arg, text_arg};
 use crate::transition::Transition;
+use idem_protocol::Diagnosis;
 
 static FORGET: Statement = Statement {
     sql: concat!("DELETE FROM idempotency.requests", by_key!()),
@@ -84,7 +85,8 @@ fn not_processing(
     )
 }
 
-/// Explain why an update by attempt changed nothing, or `Ok(None)` for "a repeat; fine".
+/// Explain why an update by attempt changed nothing (`idem_protocol::diagnose`), or `Ok(())`
+/// for "a repeat; fine".
 fn diagnose(
     found: Option<Record>,
     attempt: Option<i32>,
@@ -94,14 +96,10 @@ fn diagnose(
     key: &[u8],
     is_repeat: impl FnOnce(&Record) -> Result<bool>,
 ) -> Result<()> {
-    if let (Some(state), Some(given)) = (&found, attempt)
-        && state.attempt != given
-    {
-        return Err(stale_attempt(scope, key, given, state.attempt));
-    }
-    match &found {
-        Some(state) if is_repeat(state)? => Ok(()),
-        _ => Err(not_processing(code, what, scope, key, found.as_ref())),
+    match idem_protocol::diagnose(found.as_ref(), attempt, is_repeat)? {
+        Diagnosis::Repeat => Ok(()),
+        Diagnosis::Stale { given, current } => Err(stale_attempt(scope, key, given, current)),
+        Diagnosis::NotProcessing => Err(not_processing(code, what, scope, key, found.as_ref())),
     }
 }
 

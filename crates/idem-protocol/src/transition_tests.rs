@@ -31,7 +31,8 @@ fn terms() -> Terms<Plain> {
 fn a_new_claim_is_attempt_one_with_nothing_but_its_terms() {
     let c = clock();
     for t in [Transition::NewClaim(terms()), Transition::Reset(terms())] {
-        for stored in [None, Some(sample(Status::Succeeded, 9))] {
+        let old = [sample(Status::Succeeded, 9), sample(Status::FailedFinal, 9)];
+        for stored in [None, Some(old[0]), Some(old[1])] {
             let new = t.apply(stored.as_ref(), c).unwrap();
             let expected = Record {
                 scope: 21,
