@@ -14,7 +14,7 @@
 
 use pgrx::pg_sys::{self, Datum};
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::datum::text_datum;
 use crate::direct::{Lookup, Writer};
 use crate::errors::{self, IdemError, Result};
@@ -26,6 +26,17 @@ use crate::spi::{Conn, LazyConn};
 pub use crate::transition::ClaimArgs;
 use crate::transition::{self, Clock, Transition};
 use idem_protocol::Verdict;
+
+/// `idem_claim`'s arguments by position (sql/claim.sql).
+pub(crate) const CLAIM_ARGS: Signature = Signature {
+    name: "idem_claim",
+    args: &[
+        "text", "text", "text", "interval", "interval", "text", "interval",
+    ],
+};
+
+// `wait` is read by claim_wait.rs at its own position.
+const _: () = assert!(CLAIM_ARGS.is(crate::claim_wait::WAIT_ARG, "interval"));
 
 /// The arguments of an `idem_claim` call, checked.
 ///
@@ -216,7 +227,9 @@ fn claim_in(
         // The locked version is the newest: judge it again.
         let (outcome, transition) = match judge(&locked, args, clock)? {
             Verdict::Answer(outcome) => return Ok(Claimed::from_row(outcome, &locked)),
-            Verdict::TakeOver(outcome) => (outcome, Transition::TakeOver(args.terms())),
+            Verdict::TakeOver(outcome) => {
+                (outcome, Transition::TakeOver(args.takeover_terms(&locked)))
+            }
             Verdict::Reset => (Outcome::NewClaim, Transition::Reset(args.terms())),
         };
         let new = transition.apply(Some(&locked), clock)?;

@@ -8,7 +8,7 @@
 use pgrx::pg_sys::{self, Datum};
 
 use crate::datum::text_datum;
-use crate::record::Pg;
+use crate::record::{Pg, Record};
 
 pub use idem_protocol::Clock;
 
@@ -34,6 +34,19 @@ impl ClaimArgs<'_> {
             scope: text_datum(self.scope),
             key: text_datum(self.key),
             hash: text_datum(self.hash),
+            lease: self.lease,
+            retention: self.retention,
+            claimed_by: self.claimed_by.map(text_datum),
+        }
+    }
+
+    /// The terms of a takeover of `stored`: its scope, key and hash are the stored ones (the
+    /// verdict checked the hash), so only `claimed_by` is copied.
+    pub fn takeover_terms(&self, stored: &Record) -> idem_protocol::Terms<Pg> {
+        idem_protocol::Terms {
+            scope: stored.scope,
+            key: stored.key,
+            hash: stored.request_hash,
             lease: self.lease,
             retention: self.retention,
             claimed_by: self.claimed_by.map(text_datum),

@@ -7,6 +7,8 @@
 #
 # Usage: scripts/mutants/protocol.sh [NAME ...]   (default: every crate mutation)
 # Environment: CARGO_TARGET_DIR (default ./target); the copy builds in its protocol-mutants/.
+#   IDEM_PROTOCOL_TESTS: which tests (cargo test's target options, e.g. "--test properties";
+#   default: all of the crate's).
 # Exit status: 0 if every mutation was caught, 1 if some survived, 2 if it could not run.
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -33,7 +35,8 @@ fresh_copy() {
 { printf '[workspace]\nmembers = ["crates/idem-protocol"]\nresolver = "3"\n\n'
   sed -n '/^\[workspace.lints.rust\]/,$p' Cargo.toml; } >"$work/Cargo.toml"
 cp Cargo.lock "$work/"
-run_tests() { (cd "$work" && env -u RUST_BACKTRACE cargo test -q -p idem-protocol >"$1" 2>&1); }
+# shellcheck disable=SC2086 # IDEM_PROTOCOL_TESTS is cargo test's arguments, as words
+run_tests() { (cd "$work" && env -u RUST_BACKTRACE cargo test -q -p idem-protocol ${IDEM_PROTOCOL_TESTS:-} >"$1" 2>&1); }
 
 t0=$SECONDS
 fresh_copy
