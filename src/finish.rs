@@ -6,7 +6,7 @@
 
 use pgrx::pg_sys::{self, Datum};
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::change::{Target, change_attempt};
 use crate::datum::datum_bytes;
 use crate::errors::{self, IdemError, Result};
@@ -103,6 +103,13 @@ fn diagnose(
     }
 }
 
+/// `idem_complete`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const COMPLETE_ARGS: Signature = Signature {
+    name: "idem_complete",
+    args: &["text", "text", "jsonb", "int4"],
+};
+
 fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_complete(text, text, jsonb, int4).
     let (scope, key, response, attempt) = unsafe {
@@ -136,6 +143,13 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
 }
 
 c_function!(idem_complete, pg_finfo_idem_complete, complete);
+
+/// `idem_fail`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const FAIL_ARGS: Signature = Signature {
+    name: "idem_fail",
+    args: &["text", "text", "bool", "text", "text", "int4"],
+};
 
 fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_fail(text, text, bool, text, text, int4).
@@ -190,6 +204,13 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
 
 c_function!(idem_fail, pg_finfo_idem_fail, fail);
 
+/// `idem_checkpoint`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const CHECKPOINT_ARGS: Signature = Signature {
+    name: "idem_checkpoint",
+    args: &["text", "text", "text", "int4", "interval"],
+};
+
 fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     // SAFETY: called by Postgres as idem_checkpoint(text, text, text, int4, interval).
     let (scope, key, recovery_point, attempt, lease) = unsafe {
@@ -237,6 +258,13 @@ fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
 }
 
 c_function!(idem_checkpoint, pg_finfo_idem_checkpoint, checkpoint);
+
+/// `idem_forget`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const FORGET_ARGS: Signature = Signature {
+    name: "idem_forget",
+    args: &["text", "text"],
+};
 
 fn forget(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     // SAFETY: called by Postgres as idem_forget(text, text).
