@@ -2,8 +2,9 @@
 
 use idem_protocol::plain::{END_TIMESTAMP, Interval, MIN_TIMESTAMP, Plain, date};
 use idem_protocol::{
-    Clock, Diagnosis, MAX_INTERVAL_MICROS, Outcome, Record, Repr, Status, Terms, Transition,
-    Verdict, check_interval, diagnose, judge, may_change_directly,
+    Clock, Diagnosis, Isolation, MAX_INTERVAL_MICROS, Outcome, ReadFacts, Record, Repr, Status,
+    Terms, Transition, Verdict, WriteFacts, check_interval, diagnose, judge, may_change_directly,
+    may_read, may_write, may_write_locked, reclaim_cutoff,
 };
 use proptest::prelude::*;
 
@@ -143,8 +144,10 @@ proptest! {
                     prop_assert_eq!(new.locked_until, Some(add(c.call, terms.lease)));
                     prop_assert_eq!(new.claimed_at, c.txn);
                 }
-                Transition::Checkpoint { lease, .. } => {
+                Transition::Checkpoint { lease, recovery_point } => {
                     prop_assert_eq!(new.locked_until, Some(add(c.call, lease.unwrap_or(r.lease))));
+                    // A checkpoint without a recovery point keeps the stored one.
+                    prop_assert_eq!(new.recovery_point, recovery_point.or(r.recovery_point));
                 }
                 _ => {}
             }
@@ -276,5 +279,82 @@ proptest! {
             (Some(_), _) if repeat => prop_assert_eq!(d, Diagnosis::Repeat),
             _ => prop_assert_eq!(d, Diagnosis::NotProcessing),
         }
+    }
+
+    /// A lease is judged by the clock at the call, however long ago the transaction began.
+    #[test]
+    fn leases_are_judged_by_the_calls_clock(r in record(), before in 0..DAY, after in 0..DAY) {
+        let until = r.created_at + DAY;
+        let r = Record { status: Status::Processing, locked_until: Some(until), ..r };
+        let c = Clock { txn: until - before, call: until - before + after };
+        let verdict = judge(&r, || true, c).unwrap();
+        if until < c.call {
+            prop_assert_eq!(verdict, Verdict::TakeOver(Outcome::ProcessingStale));
+        } else {
+            prop_assert_eq!(verdict, Verdict::Answer(Outcome::ProcessingActive));
+        }
+    }
+
+    /// The direct path never acts where SQL would refuse or decide otherwise: it reads only a
+    /// table as created, not distributed, without row-level security; it writes only such a
+    /// table, outside read-only transactions, under READ COMMITTED or weaker, with the
+    /// privilege, and only if nothing changed since the read.
+    #[test]
+    fn the_direct_path_acts_only_where_sql_would_do_the_same(
+        facts in any::<[bool; 4]>(),
+        level in 0..4usize,
+        changed in any::<bool>(),
+        privileged in any::<bool>(),
+    ) {
+        let f = Facts(facts, [
+            Isolation::ReadUncommitted,
+            Isolation::ReadCommitted,
+            Isolation::RepeatableRead,
+            Isolation::Serializable,
+        ][level]);
+        let [shape, distributed, assumed, rls] = facts;
+        prop_assert_eq!(may_read(&f), shape && !distributed && !assumed && !rls);
+        let [writable, read_only, ..] = facts;
+        prop_assert_eq!(may_write(&f), writable && !read_only && level <= 1);
+        prop_assert_eq!(may_write_locked(changed, || privileged), !changed && privileged);
+    }
+
+    /// Reclaim takes only leases that ended the whole grace (milliseconds) before now.
+    #[test]
+    fn the_reclaim_cutoff_is_the_grace_before_now(
+        now in date(1990, 1, 1)..date(2100, 1, 1),
+        grace in 0..=i32::MAX,
+    ) {
+        prop_assert_eq!(now - reclaim_cutoff(now, grace), i64::from(grace) * 1000);
+    }
+}
+
+/// Facts about a table, made up: [shape, second, third, fourth] and the isolation level.
+struct Facts([bool; 4], Isolation);
+
+impl ReadFacts for Facts {
+    fn shape_readable(&self) -> bool {
+        self.0[0]
+    }
+    fn distributed(&self) -> bool {
+        self.0[1]
+    }
+    fn citus_assumed(&self) -> bool {
+        self.0[2]
+    }
+    fn rls_applies(&self) -> bool {
+        self.0[3]
+    }
+}
+
+impl WriteFacts for Facts {
+    fn shape_writable(&self) -> bool {
+        self.0[0]
+    }
+    fn read_only(&self) -> bool {
+        self.0[1]
+    }
+    fn isolation(&self) -> Isolation {
+        self.1
     }
 }
