@@ -14,9 +14,9 @@
 //!     stricter (SQL raises serialization failures);
 //!   - something about the table was invalidated since the read: the read's decisions are void;
 //!   - the caller lacks the privilege: SQL raises the error.
-//! - Updating a read record (`idem_protocol::may_update`): it was claimed after this transaction began (SQL
-//!   reports `requests_times_check`). And if someone changed the row since it was read,
-//!   `Writer::update` writes nothing and SQL re-reads it, as UPDATE does.
+//! - Updating a read record (`idem_protocol::may_update`): it was claimed after this
+//!   transaction began (SQL reports `requests_times_check`). And if someone changed the row
+//!   since it was read, `Writer::update` writes nothing and SQL re-reads it, as UPDATE does.
 
 use core::ffi::c_int;
 

@@ -53,7 +53,8 @@ prop_compose! {
             failure_message: texts.3,
             claimed_by: texts.4,
             claimed_at: created + claimed,
-            locked_until: leased.then_some(created + claimed + lease.compared_micros().min(1_000 * DAY as i128) as i64),
+            locked_until: leased
+                .then_some(created + claimed + lease.compared_micros().min(1_000 * DAY as i128) as i64),
             lease,
             retention,
             created_at: created,
@@ -270,7 +271,11 @@ proptest! {
     /// A finish that changed nothing is stale exactly when the caller's attempt is not the
     /// record's; a repeat is accepted only of a record that exists.
     #[test]
-    fn a_stale_attempt_is_always_told(r in prop::option::of(record()), given in prop::option::of(0..=6i32), repeat in any::<bool>()) {
+    fn a_stale_attempt_is_always_told(
+        r in prop::option::of(record()),
+        given in prop::option::of(0..=6i32),
+        repeat in any::<bool>(),
+    ) {
         let d = diagnose(r.as_ref(), given, |_| Ok::<_, ()>(repeat)).unwrap();
         match (r, given) {
             (Some(r), Some(g)) if g != r.attempt => {
