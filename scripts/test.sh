@@ -24,5 +24,6 @@ for m in $( (printf '%s\n' "$sorted" | sed -n '1p;$p'; echo "$full") | sort -nu)
   cargo clippy --lib --no-default-features --features "pg$m" -- -D warnings
 done
 cargo clippy -p idem-canonical --all-targets -- -D warnings
+cargo clippy -p idem-protocol --all-targets -- -D warnings
 
 exec pgrx-config/test.sh "$@"

@@ -115,3 +115,35 @@ pub unsafe fn interval(
     let value = unsafe { pg_getarg::<Interval>(fcinfo, n) }?;
     Some((raw, value))
 }
+
+/// A C function's SQL signature, declared next to its body: the body reads its arguments by
+/// these positions, and the #[pg_test] `c_function_signatures_match_pg_proc` checks the types
+/// against `pg_proc`, so a changed declaration in `sql/` cannot silently shift an argument.
+pub struct Signature {
+    // Read by the test only; the positions are what the body relies on.
+    #[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+    pub name: &'static str,
+    /// Argument types by position, as SQL spells them (`regtype` input).
+    pub args: &'static [&'static str],
+}
+
+impl Signature {
+    /// Is argument `position` of type `ty`? For compile-time checks of named positions.
+    pub const fn is(&self, position: usize, ty: &str) -> bool {
+        if position >= self.args.len() {
+            return false;
+        }
+        let (a, b) = (self.args[position].as_bytes(), ty.as_bytes());
+        if a.len() != b.len() {
+            return false;
+        }
+        let mut i = 0;
+        while i < a.len() {
+            if a[i] != b[i] {
+                return false;
+            }
+            i += 1;
+        }
+        true
+    }
+}

@@ -14,7 +14,7 @@ use core::ffi::CStr;
 use pgrx::pg_sys::{self, Datum, Oid};
 use pgrx::prelude::*;
 
-use crate::args::{self, c_function, function_info_v1};
+use crate::args::{self, Signature, c_function, function_info_v1};
 use crate::change::{Target, change_attempt};
 use crate::claim::{self, ClaimArgs, Claimed};
 use crate::errors::{self, IdemError, OrRaise, Result, SqlState};
@@ -77,6 +77,13 @@ fn unpack_sqlstate(packed: i32) -> [u8; 5] {
     code
 }
 
+/// `idem_retryable`'s arguments by position (sql/call.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const RETRYABLE_ARGS: Signature = Signature {
+    name: "idem_retryable",
+    args: &["text"],
+};
+
 fn retryable(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     // SAFETY: called by Postgres as idem_retryable(text) (STRICT: never NULL).
     let text = unsafe { args::bytes(fcinfo, 0) }.unwrap_or_default();
@@ -137,6 +144,20 @@ impl Answer {
         site.form(&values, target)
     }
 }
+
+/// `idem_call`'s arguments by position (sql/call.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const CALL_ARGS: Signature = Signature {
+    name: "idem_call",
+    args: &[
+        "text",
+        "text",
+        "jsonb",
+        "regprocedure",
+        "interval",
+        "interval",
+    ],
+};
 
 fn call(fcinfo: pg_sys::FunctionCallInfo) -> Result<Finish> {
     // SAFETY: called by Postgres as

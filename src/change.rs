@@ -4,12 +4,12 @@
 use pgrx::pg_sys;
 
 use crate::datum::text_datum;
-use crate::direct::{self, Lookup, Writer};
+use crate::direct::{Lookup, Writer};
 use crate::errors::Result;
-use crate::record::Record;
+use crate::record::{self, Record};
 use crate::record_sql;
 use crate::spi::{Conn, LazyConn};
-use crate::transition::{Clock, Transition};
+use crate::transition::{self, Clock, Transition};
 
 /// What a change wrote.
 #[derive(Clone, Copy, Debug)]
@@ -50,16 +50,22 @@ pub enum Path {
 pub fn change_attempt(
     conn: &mut LazyConn,
     target: Target<'_>,
-    transition: &Transition<'_>,
+    transition: &Transition,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
-    change_attempt_at(conn, target, transition, Path::DirectOrSql, Clock::now())
+    change_attempt_at(
+        conn,
+        target,
+        transition,
+        Path::DirectOrSql,
+        transition::now(),
+    )
 }
 
 /// [`change_attempt`] at `clock`, taking `path`.
 pub fn change_attempt_at(
     conn: &mut LazyConn,
     target: Target<'_>,
-    transition: &Transition<'_>,
+    transition: &Transition,
     path: Path,
     clock: Clock,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
@@ -72,11 +78,7 @@ pub fn change_attempt_at(
 }
 
 /// The change without SQL; `None`: nothing was written, SQL decides (see `direct/rules.rs`).
-fn directly(
-    target: Target<'_>,
-    transition: &Transition<'_>,
-    clock: Clock,
-) -> Result<Option<Changed>> {
+fn directly(target: Target<'_>, transition: &Transition, clock: Clock) -> Result<Option<Changed>> {
     let Some(mut lookup) = Lookup::open()? else {
         return Ok(None);
     };
@@ -84,7 +86,7 @@ fn directly(
         return Ok(None);
     };
     // A repeat or a fenced call needs no executor state: SQL explains it.
-    if !stored.is_current(target.attempt) || !direct::may_update(&stored, clock.txn) {
+    if !idem_protocol::may_change_directly(&stored, target.attempt, clock.txn) {
         return Ok(None);
     }
     let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {
@@ -92,7 +94,7 @@ fn directly(
     };
     fail_point!("change.direct");
     let new = transition.apply(Some(&stored), clock)?;
-    let values = new.to_values(|status| lookup.catalog.status_datum(status));
+    let values = record::to_values(&new, |status| lookup.catalog.status_datum(status));
     let (tid, snapshot) = lookup.found();
     Ok(writer
         .update(tid, snapshot, &values)
@@ -102,7 +104,7 @@ fn directly(
 fn through_sql(
     conn: &Conn,
     target: Target<'_>,
-    transition: &Transition<'_>,
+    transition: &Transition,
     clock: Clock,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
     let Target {

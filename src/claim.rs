@@ -14,17 +14,29 @@
 
 use pgrx::pg_sys::{self, Datum};
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::datum::text_datum;
 use crate::direct::{Lookup, Writer};
 use crate::errors::{self, IdemError, Result};
 use crate::input;
-use crate::record::{Outcome, Record, Status};
+use crate::record::{self, Outcome, Record};
 use crate::record_sql;
 use crate::result_row::call_site;
 use crate::spi::{Conn, LazyConn};
 pub use crate::transition::ClaimArgs;
-use crate::transition::{Clock, Transition};
+use crate::transition::{self, Clock, Transition};
+use idem_protocol::Verdict;
+
+/// `idem_claim`'s arguments by position (sql/claim.sql).
+pub(crate) const CLAIM_ARGS: Signature = Signature {
+    name: "idem_claim",
+    args: &[
+        "text", "text", "text", "interval", "interval", "text", "interval",
+    ],
+};
+
+// `wait` is read by claim_wait.rs at its own position.
+const _: () = assert!(CLAIM_ARGS.is(crate::claim_wait::WAIT_ARG, "interval"));
 
 /// The arguments of an `idem_claim` call, checked.
 ///
@@ -111,23 +123,13 @@ impl Claimed {
     }
 }
 
-/// What a record means for a new claim of its key.
-enum Verdict {
-    Answer(Outcome),
-    TakeOver(Outcome),
-    /// Retention ended: the key is free again.
-    Reset,
-}
-
-fn judge(row: &Record, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
-    if row.status != Status::Processing && row.expires_at < now {
-        return Ok(Verdict::Reset);
-    }
-    if !row.hash_matches(args.hash) {
+/// What `row` means for this claim (`idem_protocol::judge`); another request's key is refused.
+fn judge(row: &Record, args: &ClaimArgs<'_>, clock: Clock) -> Result<Verdict> {
+    idem_protocol::judge(row, || record::hash_matches(row, args.hash), clock).map_err(|_| {
         crate::metrics::count_hash_mismatch();
         // The stored hash is not shown: it is another caller's (maybe another tenant's), and
         // it would let this one test guesses of that request offline.
-        return Err(IdemError::new(
+        IdemError::new(
             errors::HASH_MISMATCH,
             format!(
                 "idempotency key {:?} in scope {:?} was used for a different request",
@@ -136,16 +138,7 @@ fn judge(row: &Record, args: &ClaimArgs<'_>, now: i64) -> Result<Verdict> {
             ),
         )
         .detail(format!("This request's hash: {}. The stored request's hash differs.", input::lossy(args.hash)))
-        .hint("Reuse an idempotency key only to retry the same request; use a new key for a new request."));
-    }
-    Ok(match row.status {
-        Status::Succeeded => Verdict::Answer(Outcome::ReplaySuccess),
-        Status::FailedFinal => Verdict::Answer(Outcome::FinalFailure),
-        Status::FailedRetryable => Verdict::TakeOver(Outcome::RetryableFailure),
-        Status::Processing if row.locked_until.is_some_and(|until| until < now) => {
-            Verdict::TakeOver(Outcome::ProcessingStale)
-        }
-        Status::Processing => Verdict::Answer(Outcome::ProcessingActive),
+        .hint("Reuse an idempotency key only to retry the same request; use a new key for a new request.")
     })
 }
 
@@ -180,8 +173,10 @@ fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Res
         return Ok(NewKey::Found(record));
     }
     fail_point!("claim.direct");
-    let new = Transition::NewClaim(args).apply(None, clock)?;
-    writer.insert(&new.to_values(|status| lookup.catalog.status_datum(status)))?;
+    let new = Transition::NewClaim(args.terms()).apply(None, clock)?;
+    writer.insert(&record::to_values(&new, |status| {
+        lookup.catalog.status_datum(status)
+    }))?;
     crate::metrics::count_write(true);
     Ok(NewKey::Claimed(Claimed::made(Outcome::NewClaim, &new)))
 }
@@ -193,7 +188,6 @@ fn claim_in(
     mut row: Option<Record>,
     clock: Clock,
 ) -> Result<Claimed> {
-    let now = clock.call;
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
     for _ in 0..3 {
         let Some(seen) = row else {
@@ -209,7 +203,7 @@ fn claim_in(
                 )?;
                 return Ok(Claimed::unseen_active());
             }
-            let new = Transition::NewClaim(args).apply(None, clock)?;
+            let new = Transition::NewClaim(args.terms()).apply(None, clock)?;
             if record_sql::insert(conn, &new)? {
                 crate::metrics::count_write(false);
                 return Ok(Claimed::made(Outcome::NewClaim, &new));
@@ -218,7 +212,7 @@ fn claim_in(
             row = record_sql::find(conn, args.scope, args.key)?;
             continue;
         };
-        if let Verdict::Answer(outcome) = judge(&seen, args, now)? {
+        if let Verdict::Answer(outcome) = judge(&seen, args, clock)? {
             return Ok(Claimed::from_row(outcome, &seen));
         }
         let Some(locked) = record_sql::lock_for_claim(conn, args.scope, args.key)? else {
@@ -231,10 +225,12 @@ fn claim_in(
         };
         fail_point!("claim.sql");
         // The locked version is the newest: judge it again.
-        let (outcome, transition) = match judge(&locked, args, now)? {
+        let (outcome, transition) = match judge(&locked, args, clock)? {
             Verdict::Answer(outcome) => return Ok(Claimed::from_row(outcome, &locked)),
-            Verdict::TakeOver(outcome) => (outcome, Transition::TakeOver(args)),
-            Verdict::Reset => (Outcome::NewClaim, Transition::Reset(args)),
+            Verdict::TakeOver(outcome) => {
+                (outcome, Transition::TakeOver(args.takeover_terms(&locked)))
+            }
+            Verdict::Reset => (Outcome::NewClaim, Transition::Reset(args.terms())),
         };
         let new = transition.apply(Some(&locked), clock)?;
         if !record_sql::update(conn, &new)? {
@@ -259,8 +255,7 @@ pub(crate) struct Held {
 
 /// Claim `args`: the answer, with what must stay open while it is used.
 pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
-    let clock = Clock::now();
-    let now = clock.call;
+    let clock = transition::now();
     // The first read goes straight through the index; `seen` is None when it must use SQL.
     let mut lookup = Lookup::open()?;
     let mut seen = match lookup.as_mut() {
@@ -269,7 +264,7 @@ pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
     };
     // Replays, final failures and live leases are answered from that read alone.
     if let Some(Some(row)) = &seen
-        && let Verdict::Answer(outcome) = judge(row, args, now)?
+        && let Verdict::Answer(outcome) = judge(row, args, clock)?
     {
         let claimed = Claimed::from_row(outcome, row);
         return Ok((

@@ -29,7 +29,7 @@ use crate::record::Outcome;
 /// The longest single sleep: how late a waiter may notice that its holder finished.
 const MAX_SLEEP_MS: i64 = 50;
 /// Argument position of `wait` in `idem_claim` (sql/claim.sql).
-const WAIT_ARG: usize = 6;
+pub(crate) const WAIT_ARG: usize = 6;
 
 /// `wait` in microseconds: None for NULL or zero; negative is `22023`.
 ///

@@ -120,6 +120,22 @@ impl From<pgrx::spi::SpiError> for IdemError {
     }
 }
 
+/// A transition the protocol refused to compute (`idem_protocol::Transition::apply`).
+impl From<idem_protocol::Error> for IdemError {
+    fn from(err: idem_protocol::Error) -> Self {
+        match err {
+            // As SQL's `attempt + 1` would: past int4, an error, never a repeated number.
+            idem_protocol::Error::AttemptOutOfRange => {
+                IdemError::new(NUMERIC_VALUE_OUT_OF_RANGE, "integer out of range")
+            }
+            idem_protocol::Error::NoRecord => IdemError::new(
+                INTERNAL_ERROR,
+                "a transition of a record that does not exist",
+            ),
+        }
+    }
+}
+
 /// The error the extension raises for a canonicalizer error.
 pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
     let code = match err.kind() {

@@ -6,7 +6,7 @@
 
 use pgrx::pg_sys::{self, Datum};
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::change::{Target, change_attempt};
 use crate::datum::datum_bytes;
 use crate::errors::{self, IdemError, Result};
@@ -15,6 +15,7 @@ use crate::record::{Record, Status};
 use crate::record_sql::by_key;
 use crate::spi::{Conn, LazyConn, Statement, TEXT, opt_text_arg, text_arg};
 use crate::transition::Transition;
+use idem_protocol::Diagnosis;
 
 static FORGET: Statement = Statement {
     sql: concat!("DELETE FROM idempotency.requests", by_key!()),
@@ -84,7 +85,8 @@ fn not_processing(
     )
 }
 
-/// Explain why an update by attempt changed nothing, or `Ok(None)` for "a repeat; fine".
+/// Explain why an update by attempt changed nothing (`idem_protocol::diagnose`), or `Ok(())`
+/// for "a repeat; fine".
 fn diagnose(
     found: Option<Record>,
     attempt: Option<i32>,
@@ -94,16 +96,19 @@ fn diagnose(
     key: &[u8],
     is_repeat: impl FnOnce(&Record) -> Result<bool>,
 ) -> Result<()> {
-    if let (Some(state), Some(given)) = (&found, attempt)
-        && state.attempt != given
-    {
-        return Err(stale_attempt(scope, key, given, state.attempt));
-    }
-    match &found {
-        Some(state) if is_repeat(state)? => Ok(()),
-        _ => Err(not_processing(code, what, scope, key, found.as_ref())),
+    match idem_protocol::diagnose(found.as_ref(), attempt, is_repeat)? {
+        Diagnosis::Repeat => Ok(()),
+        Diagnosis::Stale { given, current } => Err(stale_attempt(scope, key, given, current)),
+        Diagnosis::NotProcessing => Err(not_processing(code, what, scope, key, found.as_ref())),
     }
 }
+
+/// `idem_complete`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const COMPLETE_ARGS: Signature = Signature {
+    name: "idem_complete",
+    args: &["text", "text", "jsonb", "int4"],
+};
 
 fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_complete(text, text, jsonb, int4).
@@ -138,6 +143,13 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
 }
 
 c_function!(idem_complete, pg_finfo_idem_complete, complete);
+
+/// `idem_fail`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const FAIL_ARGS: Signature = Signature {
+    name: "idem_fail",
+    args: &["text", "text", "bool", "text", "text", "int4"],
+};
 
 fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_fail(text, text, bool, text, text, int4).
@@ -192,6 +204,13 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
 
 c_function!(idem_fail, pg_finfo_idem_fail, fail);
 
+/// `idem_checkpoint`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const CHECKPOINT_ARGS: Signature = Signature {
+    name: "idem_checkpoint",
+    args: &["text", "text", "text", "int4", "interval"],
+};
+
 fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     // SAFETY: called by Postgres as idem_checkpoint(text, text, text, int4, interval).
     let (scope, key, recovery_point, attempt, lease) = unsafe {
@@ -239,6 +258,13 @@ fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
 }
 
 c_function!(idem_checkpoint, pg_finfo_idem_checkpoint, checkpoint);
+
+/// `idem_forget`'s arguments by position (sql/claim.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const FORGET_ARGS: Signature = Signature {
+    name: "idem_forget",
+    args: &["text", "text"],
+};
 
 fn forget(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     // SAFETY: called by Postgres as idem_forget(text, text).

@@ -9,7 +9,7 @@
 
 use pgrx::pg_sys::{self, Datum};
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::datum::datum_bytes;
 use crate::errors::{self, IdemError, Result};
 use crate::input;
@@ -80,6 +80,13 @@ fn hash_mismatch(consumer: &[u8], message_id: &[u8], stored: &[u8], given: &[u8]
     .hint("A message id must name one message: give changed content a new message id.")
 }
 
+/// `idem_inbox_accept`'s arguments by position (sql/inbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const ACCEPT_ARGS: Signature = Signature {
+    name: "idem_inbox_accept",
+    args: &["text", "text", "text", "interval"],
+};
+
 fn accept(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
     // SAFETY: called by Postgres as idem_inbox_accept(text, text, text, interval).
     let (consumer, message_id, hash, retention) = unsafe {
@@ -137,6 +144,13 @@ c_function!(idem_inbox_accept, pg_finfo_idem_inbox_accept, accept);
 pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
     Ok(PURGE.run(conn, &[Some(Datum::from(batch))])?.len() as i64)
 }
+
+/// `idem_inbox_purge`'s arguments by position (sql/inbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const PURGE_ARGS: Signature = Signature {
+    name: "idem_inbox_purge",
+    args: &["int4"],
+};
 
 fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_inbox_purge(int4).

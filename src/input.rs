@@ -3,6 +3,8 @@
 
 use pgrx::datum::Interval;
 
+use idem_protocol::OutOfBounds;
+
 use crate::errors::{self, IdemError, Result, SqlState};
 
 /// Longest scope, key, request hash, claimed_by or failure code, in bytes.
@@ -52,11 +54,6 @@ pub fn optional<'a>(what: &str, value: Option<&'a [u8]>, limit: usize) -> Result
     }
 }
 
-/// The longest lease or retention, in microseconds as Postgres compares intervals (a month is
-/// 30 days): 100 years. The tables' CHECKs say the same, so that no stored interval can push
-/// a timestamp computed from it (now() + retention) out of range.
-pub const MAX_INTERVAL_MICROS: i128 = 1200 * 30 * 86_400 * 1_000_000;
-
 /// A lease or retention: present, longer than zero and at most 100 years.
 pub fn positive_interval<T>(what: &str, value: Option<(T, Interval)>) -> Result<T> {
     match value {
@@ -64,17 +61,20 @@ pub fn positive_interval<T>(what: &str, value: Option<(T, Interval)>) -> Result<
             errors::NULL_VALUE_NOT_ALLOWED,
             format!("{what} must not be null"),
         )),
-        Some((_, interval)) if interval.as_micros() <= 0 => Err(IdemError::new(
-            errors::INVALID_PARAMETER_VALUE,
-            format!("{what} must be positive"),
-        )
-        .detail(format!("{what} was {interval:?}."))),
-        Some((_, interval)) if interval.as_micros() > MAX_INTERVAL_MICROS => Err(IdemError::new(
-            errors::INVALID_PARAMETER_VALUE,
-            format!("{what} must be at most 100 years"),
-        )
-        .detail(format!("{what} was {interval:?}."))),
-        Some((raw, _)) => Ok(raw),
+        // The bounds are the protocol's (`idem_protocol::check_interval`).
+        Some((raw, interval)) => match idem_protocol::check_interval(interval.as_micros()) {
+            Ok(()) => Ok(raw),
+            Err(OutOfBounds::NotPositive) => Err(IdemError::new(
+                errors::INVALID_PARAMETER_VALUE,
+                format!("{what} must be positive"),
+            )
+            .detail(format!("{what} was {interval:?}."))),
+            Err(OutOfBounds::TooLong) => Err(IdemError::new(
+                errors::INVALID_PARAMETER_VALUE,
+                format!("{what} must be at most 100 years"),
+            )
+            .detail(format!("{what} was {interval:?}."))),
+        },
     }
 }
 

@@ -1,6 +1,7 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules are layers; the one
-//! list of them is the table in docs/architecture.md, which `tests/layers.rs` checks every
-//! `crate::` path against. The claim path is `claim.rs`, finishing an attempt `finish.rs`.
+//! list of them is the table in docs/architecture.md, which `tests/layers.rs` checks every path
+//! against. The protocol's decisions are `crates/idem-protocol`; the claim path is `claim.rs`,
+//! finishing an attempt `finish.rs`.
 //!
 //! Test builds (`pg_test` feature) add `test_points` (injection and fail points) and
 //! `pg_tests` (the `#[pg_test]`s, in schema `tests`).

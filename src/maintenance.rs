@@ -50,10 +50,9 @@ static PURGE: Statement = Statement {
 
 /// Reclaim at most `batch` expired leases in the current transaction; the number reclaimed.
 pub fn reclaim_batch(conn: &Conn, batch: i32) -> Result<i64> {
-    let grace_us = i64::from(settings::RECLAIM_GRACE.get()) * 1000;
     // SAFETY: the current transaction's start, i.e. now().
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let cutoff = now.saturating_sub(grace_us);
+    let cutoff = idem_protocol::reclaim_cutoff(now, settings::RECLAIM_GRACE.get());
     if crate::citus::requests_distributed()? {
         let reclaimed = crate::citus::reclaim_batch(conn, batch, cutoff)?;
         crate::metrics::count_reclaimed(reclaimed as u64);
@@ -85,10 +84,9 @@ fn on_shard(statement: &Statement, shard: &str) -> String {
 
 /// [`reclaim_batch`] on one local shard placement (`idempotency.citus_upkeep = shards`).
 pub fn reclaim_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
-    let grace_us = i64::from(settings::RECLAIM_GRACE.get()) * 1000;
     // SAFETY: the current transaction's start, i.e. now().
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let cutoff = now.saturating_sub(grace_us);
+    let cutoff = idem_protocol::reclaim_cutoff(now, settings::RECLAIM_GRACE.get());
     let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
     let rows = run_text(conn, &on_shard(&RECLAIM, shard), RECLAIM.args, &args)?;
     crate::metrics::count_reclaimed(rows.len() as u64);

@@ -9,7 +9,7 @@
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::outbox_cdc;
@@ -102,6 +102,13 @@ fn is_object(value: Datum) -> bool {
 
 // ---------------------------------------------------------------------------------------------
 // idem_outbox_put
+
+/// `idem_outbox_put`'s arguments by position (sql/outbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const PUT_ARGS: Signature = Signature {
+    name: "idem_outbox_put",
+    args: &["text", "jsonb", "text", "jsonb", "timestamptz"],
+};
 
 fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_outbox_put(text, jsonb, text, jsonb, timestamptz).
@@ -218,6 +225,13 @@ unsafe fn materialize(fcinfo: pg_sys::FunctionCallInfo, rows: &Rows<'_>) -> Resu
     }
 }
 
+/// `idem_outbox_take`'s arguments by position (sql/outbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const TAKE_ARGS: Signature = Signature {
+    name: "idem_outbox_take",
+    args: &["int4", "interval", "text"],
+};
+
 fn take(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
     // SAFETY: called by Postgres as idem_outbox_take(int4, interval, text).
     let (batch, lease, topic) = unsafe {
@@ -242,6 +256,13 @@ c_function!(idem_outbox_take, pg_finfo_idem_outbox_take, take);
 // ---------------------------------------------------------------------------------------------
 // idem_outbox_ack / idem_outbox_nack / idem_outbox_purge
 
+/// `idem_outbox_ack`'s arguments by position (sql/outbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const ACK_ARGS: Signature = Signature {
+    name: "idem_outbox_ack",
+    args: &["int8[]"],
+};
+
 fn ack(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_outbox_ack(int8[]) (STRICT: never NULL).
     let ids = unsafe { args::datum(fcinfo, 0) }.ok_or_else(|| null_error("ids"))?;
@@ -250,6 +271,13 @@ fn ack(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
 }
 
 c_function!(idem_outbox_ack, pg_finfo_idem_outbox_ack, ack);
+
+/// `idem_outbox_nack`'s arguments by position (sql/outbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const NACK_ARGS: Signature = Signature {
+    name: "idem_outbox_nack",
+    args: &["int8", "text", "interval"],
+};
 
 fn nack(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     // SAFETY: called by Postgres as idem_outbox_nack(int8, text, interval).
@@ -278,6 +306,13 @@ pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
     let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
     Ok(PURGE.run(conn, &args)?.len() as i64)
 }
+
+/// `idem_outbox_purge`'s arguments by position (sql/outbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const PURGE_ARGS: Signature = Signature {
+    name: "idem_outbox_purge",
+    args: &["int4"],
+};
 
 fn purge(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
     // SAFETY: called by Postgres as idem_outbox_purge(int4).

@@ -1,6 +1,7 @@
 //! The one description of an `idempotency.requests` record: its columns (as in
 //! sql/bootstrap.sql, which the #[pg_test] `record::columns_match_the_catalog` compares with the
-//! catalog), `Status`, `Outcome`, and [`Record`], the row every reader and writer uses.
+//! catalog), and [`Record`], the row every reader and writer uses: the protocol's record
+//! (`idem_protocol`, which also holds `Status` and `Outcome`) over datums ([`Pg`]).
 //!
 //! A record's values are datums: pass-by-reference columns point wherever they were read
 //! (a scanned buffer, SPI memory or the caller's arguments) until a result row copies them.
@@ -11,85 +12,20 @@ use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::errors::{self, IdemError, Result};
 
-/// `idem_status`, in the enum's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Status {
-    Processing,
-    Succeeded,
-    FailedRetryable,
-    FailedFinal,
+pub use idem_protocol::{Outcome, Status};
+
+/// The status whose label is `label` (SQL reads `status::text`).
+pub fn parse_status(label: &[u8]) -> Result<Status> {
+    Status::parse(label)
+        .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "unknown idem_status label"))
 }
 
-impl Status {
-    pub const ALL: [Status; 4] = [
-        Status::Processing,
-        Status::Succeeded,
-        Status::FailedRetryable,
-        Status::FailedFinal,
-    ];
-
-    pub fn label(self) -> &'static CStr {
-        match self {
-            Status::Processing => c"processing",
-            Status::Succeeded => c"succeeded",
-            Status::FailedRetryable => c"failed_retryable",
-            Status::FailedFinal => c"failed_final",
-        }
-    }
-
-    /// Position in `idem_status` (and in `direct::Catalog::statuses`).
-    pub fn index(self) -> usize {
-        self as usize
-    }
-
-    /// The status whose label is `label` (SQL reads `status::text`).
-    pub fn parse(label: &[u8]) -> Result<Self> {
-        Status::ALL
-            .into_iter()
-            .find(|s| s.label().to_bytes() == label)
-            .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "unknown idem_status label"))
-    }
-
-    /// The status whose label OID is `oid` in `oids` (in [`Status::ALL`] order).
-    pub fn of_oid(oid: Oid, oids: &[Oid; 4]) -> Result<Self> {
-        oids.iter()
-            .position(|o| *o == oid)
-            .map(|i| Status::ALL[i])
-            .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "unknown idem_status value"))
-    }
-}
-
-/// `idem_outcome`, in the enum's order.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub enum Outcome {
-    NewClaim,
-    ReplaySuccess,
-    ProcessingActive,
-    ProcessingStale,
-    RetryableFailure,
-    FinalFailure,
-}
-
-impl Outcome {
-    pub const ALL: [Outcome; 6] = [
-        Outcome::NewClaim,
-        Outcome::ReplaySuccess,
-        Outcome::ProcessingActive,
-        Outcome::ProcessingStale,
-        Outcome::RetryableFailure,
-        Outcome::FinalFailure,
-    ];
-
-    pub fn label(self) -> &'static CStr {
-        match self {
-            Outcome::NewClaim => c"new_claim",
-            Outcome::ReplaySuccess => c"replay_success",
-            Outcome::ProcessingActive => c"processing_active",
-            Outcome::ProcessingStale => c"processing_stale",
-            Outcome::RetryableFailure => c"retryable_failure",
-            Outcome::FinalFailure => c"final_failure",
-        }
-    }
+/// The status whose label OID is `oid` in `oids` (in [`Status::ALL`] order).
+pub fn status_of_oid(oid: Oid, oids: &[Oid; 4]) -> Result<Status> {
+    oids.iter()
+        .position(|o| *o == oid)
+        .map(|i| Status::ALL[i])
+        .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "unknown idem_status value"))
 }
 
 /// A column's type: built-in, or the extension's `idem_status`.
@@ -163,26 +99,35 @@ pub mod col {
 /// A row as written or read: one value per column, `None` for NULL.
 pub type Values = [Option<Datum>; NATTS];
 
-/// One record. Timestamps are `timestamptz` microseconds; the rest are datums.
+/// How the extension holds a record's values for the protocol (`idem_protocol::Repr`): as
+/// datums, where they were read, so that reading a record copies nothing.
 #[derive(Clone, Copy, Debug)]
-pub struct Record {
-    pub scope: Datum,
-    pub key: Datum,
-    pub request_hash: Datum,
-    pub status: Status,
-    pub attempt: i32,
-    pub response: Option<Datum>,
-    pub recovery_point: Option<Datum>,
-    pub failure_code: Option<Datum>,
-    pub failure_message: Option<Datum>,
-    pub claimed_by: Option<Datum>,
-    pub claimed_at: i64,
-    pub locked_until: Option<i64>,
-    pub lease: Datum,
-    pub retention: Datum,
-    pub created_at: i64,
-    pub updated_at: i64,
-    pub expires_at: i64,
+pub struct Pg;
+
+impl idem_protocol::Repr for Pg {
+    type Text = Datum;
+    type Json = Datum;
+    type Interval = Datum;
+    type Error = IdemError;
+
+    fn add(at: i64, by: Datum) -> Result<i64> {
+        add_interval(at, by)
+    }
+}
+
+/// One record. Timestamps are `timestamptz` microseconds; the rest are datums.
+pub type Record = idem_protocol::Record<Pg>;
+
+/// `timestamp + interval`, as SQL's `+` computes it (in the session's time zone).
+pub fn add_interval(timestamp: i64, interval: Datum) -> Result<i64> {
+    // SAFETY: the built-in timestamptz_pl_interval on a timestamptz and an interval datum.
+    unsafe {
+        pgrx::direct_function_call::<i64>(
+            pg_sys::timestamptz_pl_interval,
+            &[Some(Datum::from(timestamp)), Some(interval)],
+        )
+    }
+    .ok_or_else(|| IdemError::new(errors::INTERNAL_ERROR, "timestamp + interval is null"))
 }
 
 fn null_column(index: usize) -> IdemError {
@@ -192,70 +137,62 @@ fn null_column(index: usize) -> IdemError {
     )
 }
 
-impl Record {
-    /// The record in `values`; `status` reads the status column (an enum OID directly, its
-    /// label through SQL).
-    pub fn from_values(
-        values: &Values,
-        status: impl FnOnce(Datum) -> Result<Status>,
-    ) -> Result<Record> {
-        let required = |i: usize| values[i].ok_or_else(|| null_column(i));
-        let time = |i: usize| required(i).map(|d| d.value() as i64);
-        Ok(Record {
-            scope: required(col::SCOPE)?,
-            key: required(col::KEY)?,
-            request_hash: required(col::REQUEST_HASH)?,
-            status: status(required(col::STATUS)?)?,
-            attempt: required(col::ATTEMPT)?.value() as i32,
-            response: values[col::RESPONSE],
-            recovery_point: values[col::RECOVERY_POINT],
-            failure_code: values[col::FAILURE_CODE],
-            failure_message: values[col::FAILURE_MESSAGE],
-            claimed_by: values[col::CLAIMED_BY],
-            claimed_at: time(col::CLAIMED_AT)?,
-            locked_until: values[col::LOCKED_UNTIL].map(|d| d.value() as i64),
-            lease: required(col::LEASE)?,
-            retention: required(col::RETENTION)?,
-            created_at: time(col::CREATED_AT)?,
-            updated_at: time(col::UPDATED_AT)?,
-            expires_at: time(col::EXPIRES_AT)?,
-        })
-    }
+/// The record in `values`; `status` reads the status column (an enum OID directly, its label
+/// through SQL).
+pub fn from_values(
+    values: &Values,
+    status: impl FnOnce(Datum) -> Result<Status>,
+) -> Result<Record> {
+    let required = |i: usize| values[i].ok_or_else(|| null_column(i));
+    let time = |i: usize| required(i).map(|d| d.value() as i64);
+    Ok(Record {
+        scope: required(col::SCOPE)?,
+        key: required(col::KEY)?,
+        request_hash: required(col::REQUEST_HASH)?,
+        status: status(required(col::STATUS)?)?,
+        attempt: required(col::ATTEMPT)?.value() as i32,
+        response: values[col::RESPONSE],
+        recovery_point: values[col::RECOVERY_POINT],
+        failure_code: values[col::FAILURE_CODE],
+        failure_message: values[col::FAILURE_MESSAGE],
+        claimed_by: values[col::CLAIMED_BY],
+        claimed_at: time(col::CLAIMED_AT)?,
+        locked_until: values[col::LOCKED_UNTIL].map(|d| d.value() as i64),
+        lease: required(col::LEASE)?,
+        retention: required(col::RETENTION)?,
+        created_at: time(col::CREATED_AT)?,
+        updated_at: time(col::UPDATED_AT)?,
+        expires_at: time(col::EXPIRES_AT)?,
+    })
+}
 
-    /// The record as column values, with `status` given as the datum `status_datum` makes.
-    pub fn to_values(self, status_datum: impl FnOnce(Status) -> Datum) -> Values {
-        let mut values: Values = [None; NATTS];
-        values[col::SCOPE] = Some(self.scope);
-        values[col::KEY] = Some(self.key);
-        values[col::REQUEST_HASH] = Some(self.request_hash);
-        values[col::STATUS] = Some(status_datum(self.status));
-        values[col::ATTEMPT] = Some(Datum::from(self.attempt));
-        values[col::RESPONSE] = self.response;
-        values[col::RECOVERY_POINT] = self.recovery_point;
-        values[col::FAILURE_CODE] = self.failure_code;
-        values[col::FAILURE_MESSAGE] = self.failure_message;
-        values[col::CLAIMED_BY] = self.claimed_by;
-        values[col::CLAIMED_AT] = Some(Datum::from(self.claimed_at));
-        values[col::LOCKED_UNTIL] = self.locked_until.map(Datum::from);
-        values[col::LEASE] = Some(self.lease);
-        values[col::RETENTION] = Some(self.retention);
-        values[col::CREATED_AT] = Some(Datum::from(self.created_at));
-        values[col::UPDATED_AT] = Some(Datum::from(self.updated_at));
-        values[col::EXPIRES_AT] = Some(Datum::from(self.expires_at));
-        values
-    }
+/// The record as column values, with `status` given as the datum `status_datum` makes.
+pub fn to_values(r: &Record, status_datum: impl FnOnce(Status) -> Datum) -> Values {
+    let mut values: Values = [None; NATTS];
+    values[col::SCOPE] = Some(r.scope);
+    values[col::KEY] = Some(r.key);
+    values[col::REQUEST_HASH] = Some(r.request_hash);
+    values[col::STATUS] = Some(status_datum(r.status));
+    values[col::ATTEMPT] = Some(Datum::from(r.attempt));
+    values[col::RESPONSE] = r.response;
+    values[col::RECOVERY_POINT] = r.recovery_point;
+    values[col::FAILURE_CODE] = r.failure_code;
+    values[col::FAILURE_MESSAGE] = r.failure_message;
+    values[col::CLAIMED_BY] = r.claimed_by;
+    values[col::CLAIMED_AT] = Some(Datum::from(r.claimed_at));
+    values[col::LOCKED_UNTIL] = r.locked_until.map(Datum::from);
+    values[col::LEASE] = Some(r.lease);
+    values[col::RETENTION] = Some(r.retention);
+    values[col::CREATED_AT] = Some(Datum::from(r.created_at));
+    values[col::UPDATED_AT] = Some(Datum::from(r.updated_at));
+    values[col::EXPIRES_AT] = Some(Datum::from(r.expires_at));
+    values
+}
 
-    /// Is `hash` the stored request's hash?
-    pub fn hash_matches(&self, hash: &[u8]) -> bool {
-        // SAFETY: request_hash is a text datum.
-        unsafe { crate::datum::datum_bytes(self.request_hash) == hash }
-    }
-
-    /// Is this the attempt a complete / fail / checkpoint may change: processing, and the
-    /// caller's `attempt` if given (fencing)?
-    pub fn is_current(&self, attempt: Option<i32>) -> bool {
-        self.status == Status::Processing && attempt.is_none_or(|given| given == self.attempt)
-    }
+/// Is `hash` the stored request's hash?
+pub fn hash_matches(record: &Record, hash: &[u8]) -> bool {
+    // SAFETY: request_hash is a text datum.
+    unsafe { crate::datum::datum_bytes(record.request_hash) == hash }
 }
 
 /// The OID of `label` in the enum type `enum_type`.

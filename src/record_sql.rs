@@ -6,7 +6,7 @@
 
 use crate::datum::{datum_bytes, text_datum};
 use crate::errors::{self, IdemError, Result};
-use crate::record::{NATTS, Record, Status, Values};
+use crate::record::{self, NATTS, Record, Status, Values};
 use crate::spi::{
     Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, int4_arg, opt_text_arg,
     text_arg,
@@ -136,7 +136,7 @@ fn read(rows: &Rows<'_>, row: usize) -> Result<Option<Record>> {
         *value = rows.get(row, i + 1)?;
     }
     // SAFETY: the status column is selected as text.
-    let record = Record::from_values(&values, |d| Status::parse(unsafe { datum_bytes(d) }))?;
+    let record = record::from_values(&values, |d| record::parse_status(unsafe { datum_bytes(d) }))?;
     Ok(Some(record))
 }
 
@@ -145,7 +145,7 @@ fn key_args(scope: &[u8], key: &[u8]) -> [Arg; 2] {
 }
 
 fn record_args(record: &Record) -> Values {
-    record.to_values(|status| text_datum(status.label().to_bytes()))
+    record::to_values(record, |status| text_datum(status.label().to_bytes()))
 }
 
 /// The record of (scope, key) as a READ COMMITTED statement sees it now.

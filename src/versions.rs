@@ -5,7 +5,7 @@
 
 use pgrx::pg_sys;
 
-use crate::args::{self, c_function};
+use crate::args::{self, Signature, c_function};
 use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::spi::text_arg;
@@ -19,6 +19,13 @@ static ADVANCE: Statement = Statement {
           WHERE v.version OPERATOR(pg_catalog.<) excluded.version \
           RETURNING true",
     args: &[pg_sys::TEXTOID, pg_sys::TEXTOID, pg_sys::INT8OID],
+};
+
+/// `idem_advance`'s arguments by position (sql/inbox.sql).
+#[cfg_attr(not(feature = "pg_test"), allow(dead_code))]
+pub(crate) const ADVANCE_ARGS: Signature = Signature {
+    name: "idem_advance",
+    args: &["text", "text", "int8"],
 };
 
 fn advance(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {

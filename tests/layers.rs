@@ -1,21 +1,37 @@
-//! The modules of `src/` are the layers docs/architecture.md lists: a module uses (by a
-//! `crate::` path, or `super::`/`self::` inside a folder module) only modules of the layers
-//! below it, or modules listed after it in its own layer. That rules out import cycles, and it
-//! keeps the map and the code from drifting apart: a module missing from the table fails too.
+//! The modules of `src/` are the layers of the one table in docs/architecture.md: a module uses
+//! only modules of the layers below it, or modules listed after it in its own layer. That rules
+//! out import cycles, and keeps the map and the code from drifting apart: a module missing from
+//! the table fails too. The table's last layer is the workspace's Postgres-free crates.
+//!
+//! Every file is parsed with `syn`. What counts as a use of a module:
+//! - every path of every `use` tree, grouped imports included (`use crate::{a, b::c}`);
+//! - every path in the code (expressions, types, patterns, attributes' paths);
+//! - every `a::b` sequence in the tokens of a macro call or an attribute's arguments, which
+//!   `syn` does not parse (`format!("{}", crate::x::Y)`, `requires = [maintenance::f]`).
+//!
+//! Paths are resolved against the module they are written in (inline `mod`s included):
+//! `crate::`, `self::`, `super::`, and a bare `a::` (a child module of the current one if there
+//! is one, else the crate's top-level module or a listed crate of that name). `lib.rs` (the
+//! root, which declares the modules) and the tests (`pg_tests`, `bin`) are not layers.
 //! Needs no Postgres.
-
-mod common;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
 
-use common::repo_file;
+use proc_macro2::{Spacing, TokenStream, TokenTree};
+use syn::visit::{self, Visit};
 
-/// (layer, position in its layer) of every module, from the first `text` block of
-/// docs/architecture.md whose lines are `N. module module ...`.
-fn layers() -> BTreeMap<String, (usize, usize)> {
-    let doc = repo_file("docs/architecture.md");
-    let mut table = BTreeMap::new();
+/// (layer, position in its layer) of every module or crate.
+type Table = BTreeMap<String, (usize, usize)>;
+
+fn repo_file(path: &str) -> String {
+    std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
+        .unwrap_or_else(|e| panic!("{path}: {e}"))
+}
+
+/// The table: the lines `N. module module ...` of docs/architecture.md.
+fn parse_table(doc: &str) -> Table {
+    let mut table = Table::new();
     for line in doc.lines() {
         let Some((number, modules)) = line.split_once(". ") else {
             continue;
@@ -34,15 +50,11 @@ fn layers() -> BTreeMap<String, (usize, usize)> {
             assert!(previous.is_none(), "{module} is listed twice");
         }
     }
-    assert!(
-        table.len() > 20,
-        "the layer table of docs/architecture.md: {table:?}"
-    );
     table
 }
 
-/// Every module of src/ (but `lib`, `pg_tests` and the bin) and its text, without comments.
-fn modules() -> BTreeMap<String, String> {
+/// Every module of src/ (but the root `lib`, `pg_tests` and the bin) and its source.
+fn src_modules() -> BTreeMap<String, String> {
     let root = Path::new(env!("CARGO_MANIFEST_DIR")).join("src");
     let mut found = BTreeMap::new();
     let mut dirs = vec![root.clone()];
@@ -51,10 +63,7 @@ fn modules() -> BTreeMap<String, String> {
             let path = entry.path();
             let rel = path.strip_prefix(&root).expect("under src");
             let first = rel.components().next().expect("a name");
-            if ["pg_tests", "bin"]
-                .iter()
-                .any(|skip| first.as_os_str() == *skip)
-            {
+            if ["pg_tests", "bin"].iter().any(|s| first.as_os_str() == *s) {
                 continue;
             }
             if path.is_dir() {
@@ -69,66 +78,193 @@ fn modules() -> BTreeMap<String, String> {
                 .to_string_lossy()
                 .trim_end_matches("/mod")
                 .replace('/', "::");
-            let text = std::fs::read_to_string(&path).expect("read");
-            let code: Vec<&str> = text
-                .lines()
-                .map(|l| l.split("//").next().unwrap_or_default())
-                .collect();
-            found.insert(name, code.join("\n"));
+            found.insert(name, std::fs::read_to_string(&path).expect("read"));
         }
     }
     found
 }
 
-/// The modules `text` (module `name`) uses.
-fn uses(name: &str, text: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
-    let folder = name.split("::").next().unwrap_or_default();
-    let mut used = BTreeSet::new();
-    let mut paths = Vec::new();
-    for (prefix, base) in [
-        ("crate::", String::new()),
-        ("super::", format!("{folder}::")),
-    ] {
-        for (i, _) in text.match_indices(prefix) {
-            let rest = &text[i + prefix.len()..];
-            let path: String = rest
-                .chars()
-                .take_while(|c| c.is_ascii_lowercase() || *c == '_' || *c == ':')
-                .collect();
-            paths.push(format!("{base}{path}"));
-        }
-    }
-    for path in paths {
-        let parts: Vec<&str> = path.split("::").filter(|p| !p.is_empty()).collect();
-        // The longest prefix that is a module.
-        let found = (1..=parts.len())
-            .rev()
-            .map(|n| parts[..n].join("::"))
-            .find(|candidate| known.contains(candidate));
-        if let Some(module) = found
-            && module != name
-            && !name.starts_with(&format!("{module}::"))
-        {
-            used.insert(module);
-        }
-    }
-    used
+/// Collects the modules a file uses, resolving each path in the module it is written in.
+struct Uses<'a> {
+    /// Modules and crates of the table.
+    known: &'a BTreeSet<String>,
+    /// The module being read: the file's, then any inline `mod`s.
+    module: Vec<String>,
+    found: BTreeSet<String>,
 }
 
-#[test]
-fn modules_use_only_the_layers_below() {
-    let table = layers();
-    let modules = modules();
-    let known: BTreeSet<String> = modules.keys().cloned().collect();
-    let listed: BTreeSet<String> = table.keys().cloned().collect();
-    assert_eq!(
-        known, listed,
-        "docs/architecture.md's layer table must list exactly the modules of src/"
-    );
+impl Uses<'_> {
+    /// The absolute path `segments` names, if it can name a module of ours.
+    fn resolve(&self, segments: &[String], leading_colon: bool) -> Option<Vec<String>> {
+        let (first, rest) = segments.split_first()?;
+        if leading_colon {
+            return Some(segments.to_vec());
+        }
+        match first.as_str() {
+            "crate" => Some(rest.to_vec()),
+            "self" => Some([&self.module[..], rest].concat()),
+            "super" => {
+                let ups = segments.iter().take_while(|s| *s == "super").count();
+                let base = self.module.len().checked_sub(ups)?;
+                Some([&self.module[..base], &segments[ups..]].concat())
+            }
+            _ => {
+                let child = [&self.module[..], segments].concat();
+                if self
+                    .module_of(&child)
+                    .is_some_and(|m| m.len() > self.module.len())
+                {
+                    Some(child)
+                } else {
+                    Some(segments.to_vec())
+                }
+            }
+        }
+    }
+
+    /// The longest prefix of `path` that is a known module.
+    fn module_of(&self, path: &[String]) -> Option<Vec<String>> {
+        (1..=path.len())
+            .rev()
+            .map(|n| path[..n].to_vec())
+            .find(|p| self.known.contains(&p.join("::")))
+    }
+
+    fn add(&mut self, segments: &[String], leading_colon: bool) {
+        if let Some(module) = self
+            .resolve(segments, leading_colon)
+            .and_then(|p| self.module_of(&p))
+        {
+            self.found.insert(module.join("::"));
+        }
+    }
+
+    fn use_tree(&mut self, tree: &syn::UseTree, prefix: &mut Vec<String>, leading: bool) {
+        match tree {
+            syn::UseTree::Path(p) => {
+                prefix.push(p.ident.to_string());
+                self.use_tree(&p.tree, prefix, leading);
+                prefix.pop();
+            }
+            syn::UseTree::Name(n) if n.ident == "self" => self.add(prefix, leading),
+            syn::UseTree::Name(n) => {
+                self.add(&[&prefix[..], &[n.ident.to_string()]].concat(), leading)
+            }
+            syn::UseTree::Rename(r) => {
+                self.add(&[&prefix[..], &[r.ident.to_string()]].concat(), leading)
+            }
+            syn::UseTree::Glob(_) => self.add(prefix, leading),
+            syn::UseTree::Group(g) => {
+                for item in &g.items {
+                    self.use_tree(item, prefix, leading);
+                }
+            }
+        }
+    }
+
+    /// Every `a::b::c` (or `::a::b`) sequence in `tokens`, groups included.
+    fn scan(&mut self, tokens: TokenStream) {
+        let tokens: Vec<TokenTree> = tokens.into_iter().collect();
+        let colons = |i: usize| {
+            matches!((tokens.get(i), tokens.get(i + 1)),
+                (Some(TokenTree::Punct(a)), Some(TokenTree::Punct(b)))
+                    if a.as_char() == ':' && a.spacing() == Spacing::Joint && b.as_char() == ':')
+        };
+        let mut i = 0;
+        while i < tokens.len() {
+            if let TokenTree::Group(g) = &tokens[i] {
+                self.scan(g.stream());
+                i += 1;
+                continue;
+            }
+            let leading = colons(i)
+                && !matches!(
+                    i.checked_sub(1).map(|p| &tokens[p]),
+                    Some(TokenTree::Ident(_))
+                );
+            let mut j = if leading { i + 2 } else { i };
+            let mut segments = Vec::new();
+            while let Some(TokenTree::Ident(ident)) = tokens.get(j) {
+                segments.push(ident.to_string());
+                if !colons(j + 1) {
+                    j += 1;
+                    break;
+                }
+                j += 3;
+            }
+            if segments.len() >= 2 || (leading && !segments.is_empty()) {
+                self.add(&segments, leading);
+            }
+            i = j.max(i + 1);
+        }
+    }
+}
+
+impl<'ast> Visit<'ast> for Uses<'_> {
+    fn visit_item_mod(&mut self, m: &'ast syn::ItemMod) {
+        for attr in &m.attrs {
+            self.visit_attribute(attr);
+        }
+        if let Some((_, items)) = &m.content {
+            self.module.push(m.ident.to_string());
+            for item in items {
+                self.visit_item(item);
+            }
+            self.module.pop();
+        }
+    }
+
+    fn visit_item_use(&mut self, u: &'ast syn::ItemUse) {
+        for attr in &u.attrs {
+            self.visit_attribute(attr);
+        }
+        self.use_tree(&u.tree, &mut Vec::new(), u.leading_colon.is_some());
+    }
+
+    fn visit_path(&mut self, p: &'ast syn::Path) {
+        let segments: Vec<String> = p.segments.iter().map(|s| s.ident.to_string()).collect();
+        if segments.len() >= 2 || p.leading_colon.is_some() {
+            self.add(&segments, p.leading_colon.is_some());
+        }
+        visit::visit_path(self, p);
+    }
+
+    fn visit_macro(&mut self, m: &'ast syn::Macro) {
+        self.visit_path(&m.path);
+        self.scan(m.tokens.clone());
+    }
+
+    fn visit_attribute(&mut self, a: &'ast syn::Attribute) {
+        self.visit_path(a.path());
+        match &a.meta {
+            syn::Meta::List(list) => self.scan(list.tokens.clone()),
+            syn::Meta::NameValue(nv) => self.visit_expr(&nv.value),
+            syn::Meta::Path(_) => {}
+        }
+    }
+}
+
+/// The modules `source` (module `name`) uses, other than itself.
+fn uses(name: &str, source: &str, known: &BTreeSet<String>) -> BTreeSet<String> {
+    let file = syn::parse_file(source).unwrap_or_else(|e| panic!("{name}: {e}"));
+    let mut collector = Uses {
+        known,
+        module: name.split("::").map(String::from).collect(),
+        found: BTreeSet::new(),
+    };
+    collector.visit_file(&file);
+    collector.found.remove(name);
+    collector.found
+}
+
+/// Every use up the layers among `modules` (name, source), as "a (layer 5) uses b (layer 1)";
+/// `Err` if a module is not in `table`.
+fn violations(table: &Table, modules: &BTreeMap<String, String>) -> Vec<String> {
+    let known: BTreeSet<String> = table.keys().cloned().collect();
     let mut upward = Vec::new();
-    for (name, text) in &modules {
+    for (name, source) in modules {
         let (layer, position) = table[name];
-        for used in uses(name, text, &known) {
+        for used in uses(name, source, &known) {
             let (their_layer, their_position) = table[&used];
             let below = their_layer > layer || (their_layer == layer && their_position > position);
             if !below {
@@ -138,9 +274,145 @@ fn modules_use_only_the_layers_below() {
             }
         }
     }
+    upward
+}
+
+#[test]
+fn modules_use_only_the_layers_below() {
+    let table = parse_table(&repo_file("docs/architecture.md"));
+    assert!(
+        table.len() > 20,
+        "the layer table of docs/architecture.md: {table:?}"
+    );
+    let modules = src_modules();
+    // A listed name that is not a module of src/ is a crate of the workspace (crates/NAME).
+    let crates: BTreeSet<String> = table
+        .keys()
+        .filter(|name| !modules.contains_key(*name))
+        .cloned()
+        .collect();
+    for name in &crates {
+        let manifest = format!("crates/{}/Cargo.toml", name.replace('_', "-"));
+        assert!(
+            Path::new(env!("CARGO_MANIFEST_DIR"))
+                .join(&manifest)
+                .exists(),
+            "{name} is in the layer table but is neither a module of src/ nor {manifest}"
+        );
+    }
+    let bottom = table.values().map(|(layer, _)| *layer).max();
+    for name in &crates {
+        assert_eq!(
+            Some(table[name].0),
+            bottom,
+            "the crates are the lowest layer: {name}"
+        );
+    }
+    let upward = violations(&table, &modules);
     assert!(
         upward.is_empty(),
         "imports up the layers:\n{}",
         upward.join("\n")
+    );
+}
+
+/// The check itself, on made-up modules: layer 1 `top`, layer 2 `mid` and `mid::low`, layer 3
+/// `base` and the crate `ext`.
+fn check(module: &str, source: &str) -> Vec<String> {
+    let table = parse_table("1. top\n2. mid mid::low\n3. base ext\n");
+    let mut modules: BTreeMap<String, String> =
+        table.keys().map(|m| (m.clone(), String::new())).collect();
+    modules.insert(module.to_string(), source.to_string());
+    violations(&table, &modules)
+}
+
+#[test]
+fn the_check_sees_grouped_imports() {
+    assert_eq!(
+        check("mid", "use crate::{base, mid::low};"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        check("mid", "use crate::{base::{self, x}, top::{Y as Z}};"),
+        ["mid (layer 2) uses top (layer 1)"]
+    );
+    assert_eq!(
+        check("base", "use crate::{*, mid::*};"),
+        ["base (layer 3) uses mid (layer 2)"]
+    );
+    assert_eq!(
+        check("base", "use ::ext::A; use top;"),
+        ["base (layer 3) uses top (layer 1)"]
+    );
+}
+
+#[test]
+fn the_check_sees_paths_in_macros_and_attributes() {
+    assert_eq!(
+        check("base", r#"fn f() { println!("{}", crate::top::X); }"#),
+        ["base (layer 3) uses top (layer 1)"]
+    );
+    assert_eq!(
+        check(
+            "base",
+            "some_sql!(\"f.sql\", requires = [\"b\", top::idem_f]);"
+        ),
+        ["base (layer 3) uses top (layer 1)"]
+    );
+    assert_eq!(
+        check(
+            "base",
+            "#[cfg_attr(test, doc = \"x\")] #[my(with = mid::low::f)] fn f() {}"
+        ),
+        ["base (layer 3) uses mid::low (layer 2)"]
+    );
+    assert_eq!(
+        check("base", "fn f() { vec![(1, Some(::top::g()))]; }"),
+        ["base (layer 3) uses top (layer 1)"]
+    );
+    assert_eq!(
+        check("top", "fn f() { m!(crate::mid::low::f, base::g); }"),
+        Vec::<String>::new()
+    );
+}
+
+#[test]
+fn the_check_resolves_relative_paths() {
+    // `super::` from a folder's module, from an inline module, and `self::`.
+    assert_eq!(
+        check("mid::low", "fn f() { super::g(); }"),
+        ["mid::low (layer 2) uses mid (layer 2)"]
+    );
+    assert_eq!(
+        check("base", "mod tests { use super::super::top; }"),
+        ["base (layer 3) uses top (layer 1)"]
+    );
+    assert_eq!(
+        check("base", "mod tests { use super::*; fn f() { self::g(); } }"),
+        Vec::<String>::new()
+    );
+    assert_eq!(
+        check("mid", "pub use self::low::F; fn f() { low::g(); }"),
+        Vec::<String>::new()
+    );
+    // A bare path: the child module if there is one, else the top-level module.
+    let table = parse_table("1. top::low\n2. top\n");
+    let mut modules = BTreeMap::from([("top::low".to_string(), String::new())]);
+    modules.insert("top".into(), "fn f() { low::g(); }".into());
+    assert_eq!(
+        violations(&table, &modules),
+        ["top (layer 2) uses top::low (layer 1)"]
+    );
+    assert_eq!(
+        check("base", "fn f() { let t = mid::low::T; t.f(); }"),
+        ["base (layer 3) uses mid::low (layer 2)"]
+    );
+    // Not ours: other crates' paths and names that are no module.
+    assert_eq!(
+        check(
+            "base",
+            "use std::fmt; fn f() { pgrx::pg_sys::x(); Status::A; }"
+        ),
+        Vec::<String>::new()
     );
 }

@@ -28,10 +28,11 @@ use pgrx::pg_sys::{self, Datum};
 use crate::datum::datum_bytes;
 use crate::direct;
 use crate::errors::Result;
+use crate::record::add_interval;
 use crate::record_sql::by_key;
 use crate::settings::{self, CitusUpkeep};
 use crate::spi::{Conn, INT4, Rows, Statement, TEXT, TIMESTAMPTZ, run_text, text_arg};
-use crate::transition::{Clock, add_interval};
+use crate::transition;
 #[cfg(any(test, feature = "pg_test"))]
 pub use detect::assume_distributed;
 use detect::{assumed, is_citus_table, local_group};
@@ -263,7 +264,7 @@ pub fn reclaim_batch(conn: &Conn, batch: i32, cutoff: i64) -> Result<i64> {
             RECLAIM_CANDIDATES.run(conn, &[Some(Datum::from(batch)), Some(Datum::from(cutoff))])?;
         keys(&rows, true)?
     };
-    let now = Clock::now().txn;
+    let now = transition::now().txn;
     let mut reclaimed = 0;
     for (scope, key, attempt) in candidates {
         let cutoff_arg = Some(Datum::from(cutoff));
@@ -312,7 +313,7 @@ pub fn reclaim_batch(conn: &Conn, batch: i32, cutoff: i64) -> Result<i64> {
 /// maintenance.rs' `purge_batch` on a distributed table: at most `batch` finished records
 /// past `expires_at`, each deleted once.
 pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
-    let now = Some(Datum::from(Clock::now().txn));
+    let now = Some(Datum::from(transition::now().txn));
     let candidates = {
         let rows = PURGE_CANDIDATES.run(conn, &[Some(Datum::from(batch)), now])?;
         keys(&rows, false)?

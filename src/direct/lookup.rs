@@ -10,7 +10,7 @@ use pgrx::pg_sys::{self, Datum, Oid};
 use crate::compat;
 use crate::direct::catalog::{Catalog, lock_table};
 use crate::errors::Result;
-use crate::record::{NATTS, Record, Status, Values};
+use crate::record::{self, NATTS, Record, Values};
 
 /// An open index scan of `idempotency.requests`; closed when dropped.
 pub struct Lookup {
@@ -116,8 +116,8 @@ impl Lookup {
                 }
             }
             let statuses = &self.catalog.statuses;
-            let record = Record::from_values(&values, |d| {
-                Status::of_oid(Oid::from(d.value() as u32), statuses)
+            let record = record::from_values(&values, |d| {
+                record::status_of_oid(Oid::from(d.value() as u32), statuses)
             })?;
             Ok(Some(record))
         }

@@ -16,7 +16,6 @@ pub mod writer;
 
 pub use catalog::{lock_table, resolve};
 pub use lookup::Lookup;
-pub use rules::may_update;
 pub use writer::Writer;
 
 /// (constraint name, canonical expression) of every CHECK of `idempotency.requests`, then

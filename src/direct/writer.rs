@@ -6,8 +6,8 @@
 //! every statement (~40 µs of ~250; see docs/benchmarks.md). Here the row goes straight to the
 //! table AM and its index entries to `ExecInsertIndexTuples`. The rows written here satisfy the
 //! CHECK constraints by construction: every input is validated first, and the conditions that
-//! depend on the stored row are checked before (`rules::may_update`). When to write through SQL
-//! instead is decided in one place: `direct/rules.rs`.
+//! depend on the stored row are checked before (`idem_protocol::may_change_directly`). When to
+//! write through SQL instead is decided in one place: `direct/rules.rs`.
 
 use pgrx::pg_sys;
 

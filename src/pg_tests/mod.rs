@@ -22,6 +22,7 @@ mod http;
 mod inbox;
 mod maintenance;
 mod outbox;
+mod signatures;
 mod transitions;
 
 #[pgrx::pg_schema]

@@ -57,7 +57,7 @@ mod tests {
     }
 
     /// Write `transition` of (scope, key) straight through the table AM, as the direct path does.
-    fn write_directly(scope: &str, key: &str, transition: &Transition<'_>, clock: Clock) {
+    fn write_directly(scope: &str, key: &str, transition: &Transition, clock: Clock) {
         let mut lookup = Lookup::open()
             .unwrap()
             .expect("the direct path is open here");
@@ -71,7 +71,7 @@ mod tests {
             pgrx::pg_sys::ACL_INSERT
         };
         let mut writer = Writer::open(&lookup, privilege).expect("a direct writer");
-        let values = new.to_values(|status| lookup.catalog.status_datum(status));
+        let values = crate::record::to_values(&new, |status| lookup.catalog.status_datum(status));
         if stored.is_some() {
             let (tid, snapshot) = lookup.found();
             assert!(writer.update(tid, snapshot, &values));
@@ -81,7 +81,7 @@ mod tests {
     }
 
     /// Write `transition` of (scope, key) with the SQL path's statements.
-    fn write_through_sql(scope: &str, key: &str, transition: &Transition<'_>, clock: Clock) {
+    fn write_through_sql(scope: &str, key: &str, transition: &Transition, clock: Clock) {
         let mut conn = LazyConn::default();
         let conn = conn.get().unwrap();
         let stored: Option<Record> =
@@ -121,8 +121,8 @@ mod tests {
     fn every_transition_writes_the_same_row_both_ways() {
         // A fixed clock, a little after the transaction's start (as a real call's is).
         let clock = Clock {
-            txn: Clock::now().txn,
-            call: Clock::now().txn + 1_234_567,
+            txn: crate::transition::now().txn,
+            call: crate::transition::now().txn + 1_234_567,
         };
         // SAFETY: jsonb's input function on a C string.
         let response = unsafe {
@@ -138,7 +138,7 @@ mod tests {
                 .unwrap()
                 .unwrap(),
         );
-        let changes: [(&str, Transition<'_>); 5] = [
+        let changes: [(&str, Transition); 5] = [
             ("complete", Transition::Complete { response }),
             (
                 "fail-retryable",
@@ -209,9 +209,9 @@ mod tests {
             for key in ["d", "s"] {
                 let (_, args) = claim_args(&scope, key);
                 let transition = match name {
-                    "new-claim" => Transition::NewClaim(&args),
-                    "reset" => Transition::Reset(&args),
-                    _ => Transition::TakeOver(&args),
+                    "new-claim" => Transition::NewClaim(args.terms()),
+                    "reset" => Transition::Reset(args.terms()),
+                    _ => Transition::TakeOver(args.terms()),
                 };
                 if key == "d" {
                     write_directly(&scope, key, &transition, clock);
