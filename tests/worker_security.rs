@@ -309,6 +309,44 @@ fn a_deferred_trigger_of_the_owner_does_not_fire_as_the_worker() {
     assert_eq!(left(&mut db).2, 1);
 }
 
+/// A function the owner did write, steered by a single trigger argument: the owner's function
+/// runs `TG_ARGV[0]` as SQL, and a TRIGGER grantee attaches it with one argument of its own.
+/// Any argument at all is refused (one is enough), and the owner's SQL never runs as the worker.
+#[test]
+fn a_single_trigger_argument_is_refused_too() {
+    let mut db = database("ws_one_arg");
+    db.batch_execute(
+        "DO $$ BEGIN CREATE ROLE tess LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+         GRANT USAGE ON SCHEMA idempotency TO tess;
+         GRANT TRIGGER ON idempotency.requests TO tess;
+         CREATE FUNCTION public.audit_with() RETURNS trigger LANGUAGE plpgsql AS
+           $$ BEGIN EXECUTE TG_ARGV[0]; RETURN OLD; END $$;",
+    )
+    .expect("the owner's function");
+    let mut tess = worker_cluster().connect_as("ws_one_arg", "tess");
+    tess.batch_execute(
+        "CREATE TRIGGER steered BEFORE DELETE ON idempotency.requests FOR EACH ROW
+           EXECUTE FUNCTION public.audit_with('ALTER ROLE tess SUPERUSER');",
+    )
+    .expect("tess's trigger");
+    db.batch_execute(EXPIRED_ROWS).expect("rows");
+    wait_for_round("the inbox and outbox are purged", || {
+        let (_, inbox, outbox) = left(&mut db);
+        inbox == 0 && outbox == 0
+    });
+    wait_for_round("the warning", || {
+        worker_cluster()
+            .log()
+            .contains("does not touch idempotency.requests: trigger \"steered\" passes arguments")
+    });
+    let superuser: bool = db
+        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'tess'", &[])
+        .expect("rolsuper")
+        .get(0);
+    assert!(!superuser, "one argument steered the owner's function");
+    assert_eq!(left(&mut db).0, 1, "the refused table is left as it is");
+}
+
 /// A TRIGGER grantee attaches a function the (superuser) owner "owns" only because it is built
 /// in or comes with an extension: contrib's tcn would NOTIFY every purged inbox row to anyone
 /// listening. The worker refuses the table; the other tables are still purged.
