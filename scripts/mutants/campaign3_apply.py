@@ -2,8 +2,8 @@ import sys
 # name -> list of (file, old, new); each old must occur exactly once in its file
 M = {
  "M1": [("src/metrics.rs",
-   "let key = (u64::from(u32::from(database)) << 32) | u64::from(u32::from(table));",
-   "let key = u64::from(u32::from(database)) << 32;")],
+   ".insert((u32::from(database), u32::from(table)))",
+   ".insert((u32::from(database), 0))")],
  "M2": [("src/inbox.rs",
    "    let conn = Conn::open_for(c\"inbox\")?;\n",
    "    let conn = Conn::open()?;\n")],
