@@ -22,6 +22,44 @@ M = {
  "M7": [(f, "HAVING pg_catalog.bool_and(k.granted)", "HAVING pg_catalog.bool_or(k.granted)")
         for f in ("sql/grants.sql", "sql/idempotency--0.1.0--0.2.0.sql")],
  "M8": [("src/canonical.rs", "    drop(fields);\n", "    // drop(fields);\n")],
+ # Campaign 3, second writer: M9-M20 (written blind to the tests).
+ "M9": [(f, "WHERE c.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regclass::pg_catalog.oid\n"
+            "                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid\n",
+            "WHERE c.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regclass::pg_catalog.oid\n")
+        for f in ("sql/grants.sql", "sql/idempotency--0.1.0--0.2.0.sql")],
+ "M10": [(f, "IF code OPERATOR(pg_catalog.<) 400 THEN", "IF code OPERATOR(pg_catalog.<=) 400 THEN")
+         for f in ("sql/http.sql", "sql/idempotency--0.1.0--0.2.0.sql")],
+ "M11": [(f, "                   OR hname OPERATOR(pg_catalog.=) ANY (never)\n"
+             "                   OR pg_catalog.jsonb_typeof(header.value)",
+             "                   OR pg_catalog.jsonb_typeof(header.value)")
+         for f in ("sql/http.sql", "sql/idempotency--0.1.0--0.2.0.sql")],
+ "M12": [(f, "EXCEPTION WHEN check_violation THEN",
+             "EXCEPTION WHEN check_violation OR insufficient_privilege THEN")
+         for f in ("sql/claim.sql", "sql/idempotency--0.1.0--0.2.0.sql")],
+ "M13": [("src/claim.rs",
+   "    if row.status != Status::Processing && row.expires_at < now {\n",
+   "    if row.expires_at < now {\n")],
+ "M14": [("src/transition.rs",
+   "expires_at: s.expires_at.max(add_interval(clock.txn, s.retention)?),",
+   "expires_at: s.expires_at.min(add_interval(clock.txn, s.retention)?),")],
+ "M15": [("src/direct/catalog.rs",
+   "        crate::access::require_some_table_privilege(table)?;\n",
+   "")],
+ "M16": [("src/record_sql.rs",
+   "    if !crate::access::row_security_applies_to_requests() {",
+   "    if crate::access::row_security_applies_to_requests() {")],
+ "M17": [("src/as_owner.rs",
+   "} else if trigger.tgnargs > 0 {",
+   "} else if trigger.tgnargs > 1 {")],
+ "M18": [("src/maintenance_worker.rs",
+   "        c\"idem_inbox_purge\",\n        c\"inbox\",\n",
+   "        c\"idem_inbox_purge\",\n        c\"outbox\",\n")],
+ "M19": [("src/outbox.rs",
+   "i64::from(settings::OUTBOX_RETENTION.get()) * 1_000_000;",
+   "i64::from(settings::OUTBOX_RETENTION.get()) * 1_000;")],
+ "M20": [("crates/idem-canonical/src/text.rs",
+   "Some(low @ 0xDC00..=0xDFFF) =>",
+   "Some(low @ 0xDC00..0xDFFF) =>")],
 }
 check = sys.argv[1] == "--check"
 names = list(M) if check else sys.argv[1:]
