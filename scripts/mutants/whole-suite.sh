@@ -4,7 +4,7 @@
 # WHOLE Postgres 16 suite runs against it (every #[pg_test] and every tests/*.rs binary), not
 # the tests named for it. Like the outside campaign of round 6, it leaves out chaos, failover,
 # Citus, pg_tle and the HTTP row. A mutation is caught when any test fails; the run stops at
-# the first failing binary, as `cargo test` does.
+# the first failing binary, as `cargo test` does. The Postgres-free crate's tests run first.
 #
 # Usage: scripts/mutants/whole-suite.sh [M ...]    (default: every mutation)
 # Environment: CARGO_TARGET_DIR, PGRX_HOME, IDEM_MUT_PG_CONFIG (a private pg16 copy: the
@@ -68,6 +68,8 @@ for m in "${wanted[@]}"; do
   "${apply[@]}" "$m" >>"$log" 2>&1
   if ! install_ext "$log"; then
     verdict="build failed"
+  elif ! (echo "+ pure crates" >>"$log"; cargo test -p idem-canonical >>"$log" 2>&1); then
+    verdict=caught by="idem-canonical (cargo test)"
   else
     for row in "${bins[@]}"; do
       name=${row%%$'\t'*} exe=${row#*$'\t'}
