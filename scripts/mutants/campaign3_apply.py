@@ -62,7 +62,7 @@ M = {
    "Some(low @ 0xDC00..0xDFFF) =>")],
 }
 check = sys.argv[1] == "--check"
-names = list(M) if check else sys.argv[1:]
+names = (sys.argv[2:] or list(M)) if check else sys.argv[1:]
 for n in names:
     for f, old, new in M[n]:
         t = open(f).read()

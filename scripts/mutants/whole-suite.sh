@@ -18,7 +18,7 @@ apply=(python3 "$here/campaign3_apply.py")
 mapfile -t all < <(sed -n 's/^ "\(M[0-9]*\)": .*/\1/p' "$here/campaign3_apply.py")
 wanted=("$@")
 [ ${#wanted[@]} -gt 0 ] || wanted=("${all[@]}")
-"${apply[@]}" --check >/dev/null || { echo "whole-suite: a mutation does not apply" >&2; exit 2; }
+"${apply[@]}" --check "${wanted[@]}" >/dev/null || { echo "whole-suite: a mutation does not apply" >&2; exit 2; }
 git diff --quiet -- src sql crates || { echo "whole-suite: src/, sql/ or crates/ has local edits" >&2; exit 2; }
 
 FEATURES="pg16 pg_test"
