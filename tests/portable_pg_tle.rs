@@ -5,6 +5,9 @@
 //! example; and a database on an older registered version moves to this one through the
 //! update path with `ALTER EXTENSION idempotency UPDATE`, keeping its records.
 //!
+//! database.dev's layout (`scripts/portable.sh --dbdev`) installed the way dbdev installs it:
+//! tests/portable_pg_tle/dbdev.rs.
+//!
 //! Runs when `IDEM_PGTLE=1` (pgrx-config/test.sh sets it for one major, default 17); otherwise
 //! it prints SKIP and passes.
 
@@ -12,8 +15,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::OnceLock;
 
 use postgres::{Client, NoTls};
+
+#[path = "portable_pg_tle/dbdev.rs"]
+mod dbdev;
 
 fn script(args: &[&str]) -> String {
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
@@ -96,6 +103,25 @@ fn start(bindir: &Path) -> u16 {
     port
 }
 
+/// pg_tle built for the Postgres under test, and one server of it for this binary's tests.
+fn server() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        let dest = PathBuf::from(format!("/var/tmp/idem-pgtle/{}", common::MAJOR));
+        let pg_config = run(
+            Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg_tle.sh"))
+                .arg(common::pg_config())
+                .arg(&dest),
+            "scripts/pg_tle.sh",
+        );
+        let bindir = PathBuf::from(run(
+            Command::new(pg_config.lines().last().expect("path")).arg("--bindir"),
+            "pg_config",
+        ));
+        start(&bindir)
+    })
+}
+
 fn connect(port: u16, db: &str, user: &str) -> Client {
     Client::connect(
         &format!("host=127.0.0.1 port={port} user={user} dbname={db}"),
@@ -116,18 +142,7 @@ fn pg_tle_install_create_extension_and_update_path() {
         println!("SKIP: IDEM_PGTLE is not 1");
         return;
     }
-    let dest = PathBuf::from(format!("/var/tmp/idem-pgtle/{}", common::MAJOR));
-    let pg_config = run(
-        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg_tle.sh"))
-            .arg(common::pg_config())
-            .arg(&dest),
-        "scripts/pg_tle.sh",
-    );
-    let bindir = PathBuf::from(run(
-        Command::new(pg_config.lines().last().expect("path")).arg("--bindir"),
-        "pg_config",
-    ));
-    let port = start(&bindir);
+    let port = server();
     let mut admin = connect(port, "postgres", "postgres");
     for sql in [
         "CREATE ROLE tle_owner LOGIN NOSUPERUSER",
