@@ -68,12 +68,13 @@ fn the_dbdev_layout_installs_through_pg_tle() {
 
     let port = server();
     let mut admin = connect(port, "postgres", "postgres");
-    admin
-        .batch_execute(
-            "CREATE ROLE dbdev_owner LOGIN NOSUPERUSER; CREATE DATABASE dbdev_app OWNER dbdev_owner; \
-             CREATE DATABASE dbdev_old OWNER dbdev_owner",
-        )
-        .expect("owner and databases");
+    for sql in [
+        "CREATE ROLE dbdev_owner LOGIN NOSUPERUSER",
+        "CREATE DATABASE dbdev_app OWNER dbdev_owner",
+        "CREATE DATABASE dbdev_old OWNER dbdev_owner",
+    ] {
+        admin.batch_execute(sql).expect(sql);
+    }
     for db in ["dbdev_app", "dbdev_old"] {
         connect(port, db, "postgres")
             .batch_execute("CREATE EXTENSION pg_tle; GRANT pgtle_admin TO dbdev_owner")
