@@ -1,4 +1,5 @@
-//! The upkeep's schedule: idem_schedule_upkeep with a stand-in of pg_cron (every major).
+//! The upkeep's schedule: idem_schedule_upkeep with a stand-in of pg_cron, and the trigger rule
+//! (every major; real pg_cron: tests/portable/pg_cron.rs).
 
 use super::{cluster, error, install};
 use crate::common;
@@ -75,5 +76,81 @@ fn upkeep_is_scheduled_with_pg_cron_by_the_tables_owner() {
             "SELECT status::text FROM idempotency.requests WHERE scope = 't'"
         ),
         "processing"
+    );
+}
+
+/// docs/managed.md's rule, case by case: idem_upkeep leaves a table alone (NULL in its column)
+/// while an enabled trigger there could run code the owner did not write: a built-in or an
+/// extension's function, a WHEN condition, arguments (another role's function: above, and
+/// tests/portable/pg_cron.rs); a plain trigger of the owner's own function is run, as the
+/// owner, and the table is upkept.
+#[test]
+fn upkeep_leaves_alone_every_trigger_the_owner_did_not_write() {
+    let mut db = install("portable_triggers");
+    db.batch_execute(
+        "CREATE TABLE public.ran (who text); \
+         CREATE FUNCTION public.mine() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
+           INSERT INTO public.ran VALUES (current_user); RETURN OLD; END $$",
+    )
+    .expect("the owner's trigger function");
+    // contrib's tcn, where this build has it (the PyPI builds of some majors have no contrib).
+    let mut admin = cluster().connect("portable_triggers");
+    let tcn = common::count(
+        &mut admin,
+        "SELECT count(*) FROM pg_available_extensions WHERE name = 'tcn'",
+    ) == 1;
+    if tcn {
+        admin
+            .batch_execute("CREATE EXTENSION tcn")
+            .expect("an extension with a trigger function");
+    } else {
+        println!("no contrib tcn here: the extension-function case is not run");
+    }
+    let purged = |db: &mut common::Client| -> Option<i64> {
+        db.query_one("SELECT outbox_purged FROM idem_upkeep()", &[])
+            .expect("idem_upkeep")
+            .get(0)
+    };
+    for (what, trigger) in [
+        (
+            "a built-in function",
+            "BEFORE UPDATE ON idempotency.outbox FOR EACH ROW EXECUTE FUNCTION pg_catalog.suppress_redundant_updates_trigger()",
+        ),
+        (
+            "an extension's function",
+            "AFTER DELETE ON idempotency.outbox FOR EACH ROW EXECUTE FUNCTION public.triggered_change_notification()",
+        ),
+        (
+            "a WHEN condition",
+            "BEFORE DELETE ON idempotency.outbox FOR EACH ROW WHEN (OLD.id > 0) EXECUTE FUNCTION public.mine()",
+        ),
+        (
+            "arguments",
+            "BEFORE DELETE ON idempotency.outbox FOR EACH ROW EXECUTE FUNCTION public.mine('x')",
+        ),
+    ] {
+        if what == "an extension's function" && !tcn {
+            continue;
+        }
+        db.batch_execute(&format!("CREATE TRIGGER t {trigger}"))
+            .expect(what);
+        assert_eq!(purged(&mut db), None, "{what}: the outbox is left alone");
+        db.batch_execute("DROP TRIGGER t ON idempotency.outbox")
+            .expect("drop");
+    }
+    db.batch_execute(
+        "CREATE TRIGGER t BEFORE DELETE ON idempotency.outbox FOR EACH ROW EXECUTE FUNCTION public.mine(); \
+         SELECT idem_outbox_ack(ARRAY[idem_outbox_put('t', '{}')]); \
+         UPDATE idempotency.outbox SET published_at = now() - interval '30 days'",
+    )
+    .expect("the owner's own trigger and an old row");
+    assert_eq!(
+        purged(&mut db),
+        Some(1),
+        "the owner's own trigger is no bar"
+    );
+    assert_eq!(
+        common::answer(&mut db, "SELECT string_agg(who, ',') FROM public.ran"),
+        "portable_triggers_owner"
     );
 }
