@@ -54,7 +54,8 @@ psql -d bench_native -o /dev/null -c "SELECT ref.claim_idempotency_key('r', 'k' 
 w="$dir/w" && mkdir -p "$w"
 payload=$(tr -d '\n' <"$root/bench/payload.json" | sed "s/'/''/g")
 key='\set k random(1, 1000)'
-new='\set n random(1, 1000000000)'
+# New keys from 63 bits: a key that came up again would replay, and its complete abort the run.
+new='\set n random(1, 9000000000000000000)'
 printf '%s\nSELECT * FROM idem_claim(%s, %s, %s);\n' "$key" "'r'" "'k' || :k" "'h'" >"$w/replay_api.sql"
 printf '%s\nSELECT * FROM ref.claim_idempotency_key(%s, %s, %s);\n' "$key" "'r'" "'k' || :k" "'h'" >"$w/replay_ref.sql"
 printf '%s\nSELECT status, response FROM public.bare WHERE scope = %s AND key = %s;\n' "$key" "'r'" "'k' || :k" >"$w/replay_bare.sql"
@@ -78,10 +79,12 @@ children() { awk '{print $16 + $17}' "/proc/$pm/stat"; }
 cell() { # DB SCRIPT -> "TPS CPU_US"
     local before out t n
     before=$(children)
-    out=$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -n -c "$clients" -j "$clients" -T "$secs" -f "$w/$2" "$1" 2>/dev/null)
+    out=$("$bin/pgbench" -h 127.0.0.1 -p "$port" -U postgres -n -c "$clients" -j "$clients" -T "$secs" -f "$w/$2" "$1" 2>&1) ||
+        echo "bench/portable.sh: pgbench $2 on $1 exited with $?: $(tail -3 <<<"$out")" >&2
     sleep 0.3 # the postmaster reaps the backends
     t=$(sed -n 's/^tps = \([0-9.]*\) .*/\1/p' <<<"$out" | cut -d. -f1)
     n=$(sed -n 's/^number of transactions actually processed: \([0-9]*\).*/\1/p' <<<"$out")
+    [ -n "$n" ] && [ "$n" -gt 0 ] || { echo "- -"; return; }
     echo "$t $(( ($(children) - before) * 1000000 / hz / n ))"
 }
 # Rounds: every cell once per round, in turn, so that a slow spell of a shared machine hits all
