@@ -5,7 +5,7 @@ use super::{cluster, error, install};
 use crate::common;
 
 /// idem_schedule_upkeep: 55000 without pg_cron; with it (here a stand-in of pg_cron's
-/// cron.schedule_in_database, which records its arguments: pg_cron itself is not built for
+/// cron.schedule, which records its arguments and where it ran: pg_cron itself is not built for
 /// every major), one job in this database running idem_upkeep(), scheduled only by the
 /// tables' owner, since pg_cron runs a job as the role that scheduled it.
 #[test]
@@ -16,8 +16,8 @@ fn upkeep_is_scheduled_with_pg_cron_by_the_tables_owner() {
     admin
         .batch_execute(
             "CREATE SCHEMA cron; CREATE TABLE cron.jobs (name text, schedule text, command text, db text, owner text); \
-             CREATE FUNCTION cron.schedule_in_database(job_name text, schedule text, command text, database text) \
-             RETURNS bigint LANGUAGE sql AS $$ INSERT INTO cron.jobs VALUES ($1, $2, $3, $4, current_user) RETURNING 7::bigint $$; \
+             CREATE FUNCTION cron.schedule(job_name text, schedule text, command text) \
+             RETURNS bigint LANGUAGE sql AS $$ INSERT INTO cron.jobs VALUES ($1, $2, $3, current_database(), current_user) RETURNING 7::bigint $$; \
              GRANT USAGE ON SCHEMA cron TO PUBLIC; GRANT INSERT ON cron.jobs TO PUBLIC; \
              DROP ROLE IF EXISTS portable_cron_other; CREATE ROLE portable_cron_other LOGIN",
         )

@@ -94,12 +94,13 @@ fn real_pg_cron_runs_the_upkeep_as_the_tables_owner() {
     }
     let port = start(&dir("--bindir"), "cron_app");
     let mut admin = connect(port, "postgres", "postgres");
-    admin
-        .batch_execute(
-            "CREATE ROLE cron_owner LOGIN NOSUPERUSER; CREATE ROLE cron_other LOGIN NOSUPERUSER; \
-             CREATE DATABASE cron_app OWNER cron_owner",
-        )
-        .expect("roles and database");
+    for sql in [
+        "CREATE ROLE cron_owner LOGIN NOSUPERUSER",
+        "CREATE ROLE cron_other LOGIN NOSUPERUSER",
+        "CREATE DATABASE cron_app OWNER cron_owner",
+    ] {
+        admin.batch_execute(sql).expect(sql);
+    }
     let mut su = connect(port, "cron_app", "postgres");
     su.batch_execute(
         "CREATE EXTENSION pg_cron; GRANT USAGE ON SCHEMA cron TO cron_owner; \
@@ -133,7 +134,7 @@ fn real_pg_cron_runs_the_upkeep_as_the_tables_owner() {
     let mut other = connect(port, "cron_app", "cron_other");
     other
         .batch_execute(
-            "CREATE TABLE o.ran (who text); GRANT USAGE ON SCHEMA o TO PUBLIC; GRANT INSERT ON o.ran TO PUBLIC; \
+            "CREATE TABLE o.ran (who text); GRANT USAGE ON SCHEMA o TO PUBLIC; GRANT SELECT, INSERT ON o.ran TO PUBLIC; \
              CREATE FUNCTION o.steal() RETURNS trigger LANGUAGE plpgsql AS $$ BEGIN \
                INSERT INTO o.ran VALUES (current_user); RETURN OLD; END $$; \
              CREATE TRIGGER steal BEFORE DELETE ON idempotency.inbox FOR EACH ROW EXECUTE FUNCTION o.steal()",
