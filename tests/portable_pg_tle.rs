@@ -15,7 +15,7 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
-use std::sync::OnceLock;
+use std::sync::{Mutex, OnceLock};
 
 use postgres::{Client, NoTls};
 
@@ -122,6 +122,18 @@ fn server() -> u16 {
     })
 }
 
+/// `CREATE EXTENSION pg_tle` in `db` and `pgtle_admin` for `owner`, one database at a time: the
+/// first creates the cluster-wide role pgtle_admin, and two at once collide on it.
+fn with_pg_tle(port: u16, db: &str, owner: &str) {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    connect(port, db, "postgres")
+        .batch_execute(&format!(
+            "CREATE EXTENSION pg_tle; GRANT pgtle_admin TO {owner}"
+        ))
+        .expect("pg_tle");
+}
+
 fn connect(port: u16, db: &str, user: &str) -> Client {
     Client::connect(
         &format!("host=127.0.0.1 port={port} user={user} dbname={db}"),
@@ -151,10 +163,7 @@ fn pg_tle_install_create_extension_and_update_path() {
     ] {
         admin.batch_execute(sql).expect(sql);
     }
-    let mut old_admin = connect(port, "tle_old", "postgres");
-    old_admin
-        .batch_execute("CREATE EXTENSION pg_tle; GRANT pgtle_admin TO tle_owner")
-        .expect("pg_tle");
+    with_pg_tle(port, "tle_old", "tle_owner");
     let mut owner = connect(port, "tle_old", "tle_owner");
     assert_eq!(
         text(
@@ -229,10 +238,7 @@ fn pg_tle_install_create_extension_and_update_path() {
         .expect("scripts/portable.sh --pg-tle again");
 
     // A new database: CREATE EXTENSION gets this version, and the README's example runs.
-    let mut new_admin = connect(port, "tle_new", "postgres");
-    new_admin
-        .batch_execute("CREATE EXTENSION pg_tle")
-        .expect("pg_tle in the second database");
+    with_pg_tle(port, "tle_new", "tle_owner");
     let mut fresh = connect(port, "tle_new", "tle_owner");
     fresh
         .batch_execute(&tle)

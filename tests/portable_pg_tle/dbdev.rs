@@ -8,7 +8,7 @@
 use std::collections::BTreeMap;
 use std::process::Command;
 
-use super::{connect, server, text};
+use super::{connect, server, text, with_pg_tle};
 
 /// The control file's `key = 'value'` lines.
 fn control(body: &str) -> BTreeMap<String, String> {
@@ -76,9 +76,7 @@ fn the_dbdev_layout_installs_through_pg_tle() {
         admin.batch_execute(sql).expect(sql);
     }
     for db in ["dbdev_app", "dbdev_old"] {
-        connect(port, db, "postgres")
-            .batch_execute("CREATE EXTENSION pg_tle; GRANT pgtle_admin TO dbdev_owner")
-            .expect("pg_tle");
+        with_pg_tle(port, db, "dbdev_owner");
     }
     // A fresh database, as dbdev installs the directory.
     let mut app = connect(port, "dbdev_app", "dbdev_owner");
