@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# idem_hash and idem_lock_key: the native extension, the portable edition (portable/canonical.sql)
+# idem_hash and idem_lock_key: the native extension, the portable edition (portable/canonical.sql, lock_key.sql)
 # and what the seed's PL/pgSQL page does for a request hash (bench/scripts/hash.ref.sql: sha256
 # of jsonb's text, not canonical), in one run: a throwaway cluster, database `native` with the
 # extension, database `portable` with the script, the ~1 KB order documents of
@@ -40,7 +40,7 @@ for db in native portable; do
   psql -d "$db" -c "$docs" -c "$timer"
 done
 psql -d native -c "CREATE EXTENSION idempotency"
-psql -d portable -c "CREATE SCHEMA idempotency" -f "$repo/portable/canonical.sql"
+psql -d portable -c "CREATE SCHEMA idempotency" -f "$repo/portable/canonical.sql" -f "$repo/portable/lock_key.sql"
 
 # name | database | statement over idem_bench_orders (one call per row)
 workloads=(

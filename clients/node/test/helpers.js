@@ -157,10 +157,17 @@ const LOOKALIKES = [
   ['EXT', 'idem_http_fail(scope text, key text, response jsonb, attempt text)', 'void', 'SELECT EXT.idem_http_fail($1, $2, $3, $4::int4)'],
 ];
 
+/** The functions' schema, quoted: $IDEM_EXAMPLE_SCHEMA (the portable edition's plain script has
+ * no pg_extension row), else the extension's. */
+export async function extensionSchema(db) {
+  const { rows } = await db.query(`SELECT pg_catalog.quote_ident(coalesce($1::text, (SELECT n.nspname::text
+    FROM pg_catalog.pg_extension e JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace
+    WHERE e.extname = 'idempotency'))) AS ext`, [process.env.IDEM_EXAMPLE_SCHEMA || null]);
+  return rows[0].ext;
+}
+
 export async function plantLookalikes(db) {
-  const { rows } = await db.query(`SELECT pg_catalog.quote_ident(n.nspname) AS ext FROM pg_catalog.pg_extension e
-    JOIN pg_catalog.pg_namespace n ON n.oid = e.extnamespace WHERE e.extname = 'idempotency'`);
-  const ext = rows[0].ext;
+  const ext = await extensionSchema(db);
   await db.query('CREATE SCHEMA IF NOT EXISTS trap');
   await db.query('CREATE TABLE IF NOT EXISTS public.lookalike_calls (name text, at timestamptz DEFAULT now())');
   for (const [where, sig, ret, body] of LOOKALIKES) {

@@ -20,6 +20,9 @@ if os.environ.get("IDEM_EXAMPLE_RETRY_404"):
     from idempotency_http import default_statuses
 
     SETTINGS["statuses"] = lambda status: "retry" if status == 404 else default_statuses(status)
+if os.environ.get("IDEM_EXAMPLE_SCHEMA"):
+    # the portable edition's plain script has no pg_extension row to find the schema by
+    SETTINGS["schema"] = os.environ["IDEM_EXAMPLE_SCHEMA"]
 POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
 TENANT_HEADER = "X-Tenant"
 
