@@ -29,31 +29,17 @@ fn database(edition: &str, name: &str) -> Client {
     if edition == "native" {
         return logical().database(&name);
     }
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .output()
-        .expect("scripts/portable.sh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
     let mut db = logical().empty_database(&name);
-    db.batch_execute(&String::from_utf8(out.stdout).expect("utf8"))
+    db.batch_execute(&common::portable_script(&[]))
         .expect("the portable edition installs");
     db
 }
 
 /// test_decoding is a contrib plugin: the Postgres builds without contrib lack it.
 fn has_test_decoding() -> bool {
-    Path::new(&pkglibdir()).join("test_decoding.so").exists()
-}
-
-fn pkglibdir() -> String {
-    let out = Command::new(common::pg_config())
-        .arg("--pkglibdir")
-        .output()
-        .expect("pg_config --pkglibdir");
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
+    common::pg_config_dir("--pkglibdir")
+        .join("test_decoding.so")
+        .exists()
 }
 
 fn major(db: &mut Client) -> i64 {
@@ -61,6 +47,19 @@ fn major(db: &mut Client) -> i64 {
         db,
         "SELECT current_setting('server_version_num')::bigint / 10000",
     )
+}
+
+/// Publication `idem_outbox` of the outbox's inserts, and pgoutput slot `slot`: each in its
+/// own transaction (a slot is not created in one that has written).
+fn publish_to_slot(db: &mut Client, slot: &str) {
+    db.batch_execute(
+        "CREATE PUBLICATION idem_outbox FOR TABLE idempotency.outbox WITH (publish = 'insert')",
+    )
+    .expect("publication");
+    db.batch_execute(&format!(
+        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
+    ))
+    .expect("slot");
 }
 
 /// pgoutput's messages for `slot` (not consumed), as (kind byte, bytes).
@@ -99,15 +98,7 @@ fn cdc_table_streams_each_put_once_through_pgoutput() {
 fn cdc_table_streams_each_put_once_through_pgoutput_in(edition: &str) {
     let mut db = database(edition, "cdc_table");
     let slot = format!("cdc_table_{edition}");
-    // Each its own transaction: a slot is not created in one that has written.
-    db.batch_execute(
-        "CREATE PUBLICATION idem_outbox FOR TABLE idempotency.outbox WITH (publish = 'insert')",
-    )
-    .expect("publication");
-    db.batch_execute(&format!(
-        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
-    ))
-    .expect("slot");
+    publish_to_slot(&mut db, &slot);
     db.batch_execute(
         "
          SET idempotency.outbox_delivery = cdc_table;
@@ -173,15 +164,7 @@ fn cdc_message_is_transactional_and_leaves_no_row_in(edition: &str) {
         eprintln!("pgoutput carries logical-decoding messages from Postgres 14: skipped");
         return;
     }
-    // Each its own transaction: a slot is not created in one that has written.
-    db.batch_execute(
-        "CREATE PUBLICATION idem_outbox FOR TABLE idempotency.outbox WITH (publish = 'insert')",
-    )
-    .expect("publication");
-    db.batch_execute(&format!(
-        "SELECT pg_create_logical_replication_slot('{slot}', 'pgoutput')"
-    ))
-    .expect("slot");
+    publish_to_slot(&mut db, &slot);
     db.batch_execute(
         "
          SET idempotency.outbox_delivery = cdc_message;

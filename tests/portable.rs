@@ -30,18 +30,7 @@ fn cluster() -> &'static common::Cluster {
 /// `scripts/portable.sh` (plain), run once.
 fn portable_sql() -> &'static str {
     static SQL: OnceLock<String> = OnceLock::new();
-    SQL.get_or_init(|| {
-        let out =
-            std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-                .output()
-                .expect("scripts/portable.sh");
-        assert!(
-            out.status.success(),
-            "{}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        String::from_utf8(out.stdout).expect("utf8")
-    })
+    SQL.get_or_init(|| common::portable_script(&[]))
 }
 
 /// Database `name` owned by the new non-superuser role `{name}_owner`, with the portable
@@ -247,13 +236,7 @@ fn the_update_script_replaces_the_functions_and_keeps_the_rows() {
          SET search_path = pg_catalog, pg_temp AS $$ SELECT '0.1.9'::text $$",
     )
     .expect("an earlier release");
-    let out =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-            .arg("--update")
-            .output()
-            .expect("scripts/portable.sh --update");
-    assert!(out.status.success());
-    db.batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
+    db.batch_execute(&common::portable_script(&["--update"]))
         .expect("the update");
     assert_eq!(
         common::answer(&mut db, "SELECT idem_version()"),

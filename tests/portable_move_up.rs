@@ -8,20 +8,6 @@ mod common;
 
 use common::{answer, count};
 
-fn script(args: &[&str]) -> String {
-    let out =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-            .args(args)
-            .output()
-            .expect("scripts/portable.sh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
-}
-
 #[test]
 fn a_portable_database_moves_up_to_the_native_extension_in_place() {
     let c = common::cluster();
@@ -36,7 +22,9 @@ fn a_portable_database_moves_up_to_the_native_extension_in_place() {
     }
     drop(admin);
     let mut owner = c.connect_as("portable_up", "portable_up_owner");
-    owner.batch_execute(&script(&[])).expect("portable edition");
+    owner
+        .batch_execute(&common::portable_script(&[]))
+        .expect("portable edition");
     owner
         .batch_execute(
             "SELECT idem_claim('pay', 'done', 'h1'); SELECT idem_complete('pay', 'done', '{\"id\": 7}'); \
@@ -54,7 +42,7 @@ fn a_portable_database_moves_up_to_the_native_extension_in_place() {
 
     let mut admin = c.connect("portable_up");
     admin
-        .batch_execute(&script(&["--move-up"]))
+        .batch_execute(&common::portable_script(&["--move-up"]))
         .expect("move up");
     assert_eq!(
         answer(
@@ -209,7 +197,8 @@ fn a_portable_database_moves_up_by_dump_and_restore() {
         admin.batch_execute(sql).expect("databases");
     }
     let mut src = c.connect_as("portable_dump", "portable_dump_owner");
-    src.batch_execute(&script(&[])).expect("portable edition");
+    src.batch_execute(&common::portable_script(&[]))
+        .expect("portable edition");
     src.batch_execute(
         "CREATE TABLE public.orders (id int PRIMARY KEY); INSERT INTO public.orders VALUES (1), (2); \
          SELECT idem_claim('pay', 'k' || i, 'h' || i), \
@@ -254,7 +243,7 @@ fn a_portable_database_moves_up_by_dump_and_restore() {
         &["-d", "portable_dump_a", whole.to_str().expect("path")],
     );
     c.connect("portable_dump_a")
-        .batch_execute(&script(&["--move-up"]))
+        .batch_execute(&common::portable_script(&["--move-up"]))
         .expect("move up the restored database");
     // (b) the records only, into the native extension.
     c.connect("portable_dump_b")

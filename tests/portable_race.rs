@@ -53,12 +53,8 @@ fn concurrent_claims_takeovers_and_calls() {
         admin.batch_execute(sql).expect(sql);
     }
     let mut owner = c.connect_as("portable_race", "portable_race_owner");
-    let out =
-        std::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-            .output()
-            .expect("scripts/portable.sh");
     owner
-        .batch_execute(std::str::from_utf8(&out.stdout).expect("utf8"))
+        .batch_execute(&common::portable_script(&[]))
         .expect("install");
     owner
         .batch_execute(

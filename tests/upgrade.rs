@@ -11,7 +11,6 @@ mod common;
 mod fixtures;
 
 use std::path::PathBuf;
-use std::process::Command;
 use std::sync::{Mutex, OnceLock};
 
 use common::{Client, cluster, serial, sqlstate};
@@ -30,11 +29,7 @@ fn repo() -> PathBuf {
 fn install_frozen_scripts() {
     static DONE: OnceLock<()> = OnceLock::new();
     DONE.get_or_init(|| {
-        let out = Command::new(common::pg_config())
-            .arg("--sharedir")
-            .output()
-            .expect("pg_config --sharedir");
-        let extdir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim()).join("extension");
+        let extdir = common::pg_config_dir("--sharedir").join("extension");
         for version in OLD_VERSIONS {
             let name = format!("idempotency--{version}.sql");
             let text = std::fs::read(repo().join("sql").join(&name)).expect("frozen script");

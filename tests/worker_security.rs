@@ -30,6 +30,12 @@ const EXPIRED_ROWS: &str = "
     UPDATE idempotency.outbox SET created_at = now() - interval '9 days',
            published_at = now() - interval '8 days';";
 
+fn is_superuser(db: &mut Client, role: &str) -> bool {
+    db.query_one("SELECT rolsuper FROM pg_roles WHERE rolname = $1", &[&role])
+        .expect("rolsuper")
+        .get(0)
+}
+
 fn left(db: &mut Client) -> (i64, i64, i64) {
     (
         count(
@@ -83,13 +89,7 @@ fn a_trigger_grantee_cannot_borrow_the_worker() {
             "SELECT value FROM idem_metrics() WHERE name = 'maintenance_refused'",
         ) > refused_before
     });
-    let superuser: bool = db
-        .query_one(
-            "SELECT rolsuper FROM pg_roles WHERE rolname = 'mallory'",
-            &[],
-        )
-        .expect("rolsuper")
-        .get(0);
+    let superuser = is_superuser(&mut db, "mallory");
     assert!(
         !superuser,
         "the worker ran mallory's trigger as a superuser"
@@ -220,10 +220,7 @@ fn a_when_condition_cannot_smuggle_code_into_a_trigger_of_the_owner() {
             .log()
             .contains("does not touch idempotency.outbox: trigger \"sneaky\" has a WHEN condition")
     });
-    let superuser: bool = db
-        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'eve'", &[])
-        .expect("rolsuper")
-        .get(0);
+    let superuser = is_superuser(&mut db, "eve");
     assert!(!superuser, "the WHEN condition ran as a superuser");
     assert_eq!(left(&mut db).2, 1, "the refused table is left as it is");
 }
@@ -269,10 +266,7 @@ fn trigger_arguments_cannot_steer_a_function_of_the_owner() {
             .log()
             .contains("does not touch idempotency.requests: trigger \"injected\"")
     });
-    let superuser: bool = db
-        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'trent'", &[])
-        .expect("rolsuper")
-        .get(0);
+    let superuser = is_superuser(&mut db, "trent");
     assert!(!superuser, "the arguments steered the owner's function");
     assert_eq!(left(&mut db).0, 1);
 }
@@ -339,10 +333,7 @@ fn a_single_trigger_argument_is_refused_too() {
             .log()
             .contains("does not touch idempotency.requests: trigger \"steered\" passes arguments")
     });
-    let superuser: bool = db
-        .query_one("SELECT rolsuper FROM pg_roles WHERE rolname = 'tess'", &[])
-        .expect("rolsuper")
-        .get(0);
+    let superuser = is_superuser(&mut db, "tess");
     assert!(!superuser, "one argument steered the owner's function");
     assert_eq!(left(&mut db).0, 1, "the refused table is left as it is");
 }

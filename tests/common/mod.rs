@@ -109,19 +109,34 @@ pub fn worker_cluster() -> &'static Cluster {
     cluster()
 }
 
+/// A directory of the Postgres under test, as its pg_config names it (`--bindir`,
+/// `--pkglibdir`, `--sharedir`).
+pub fn pg_config_dir(flag: &str) -> PathBuf {
+    let out = Command::new(pg_config())
+        .arg(flag)
+        .output()
+        .unwrap_or_else(|e| panic!("pg_config {flag}: {e}"));
+    PathBuf::from(String::from_utf8(out.stdout).expect("utf8").trim())
+}
+
+/// What `scripts/portable.sh ARGS` writes to standard output (the portable edition's SQL);
+/// panics with its standard error if it fails.
+pub fn portable_script(args: &[&str]) -> String {
+    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
+        .args(args)
+        .output()
+        .expect("scripts/portable.sh");
+    assert!(
+        out.status.success(),
+        "scripts/portable.sh {args:?}: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).expect("utf8")
+}
+
 /// A new cluster of its own (most tests share [`cluster`]'s).
 pub fn start() -> Cluster {
-    let bindir = PathBuf::from(
-        String::from_utf8(
-            Command::new(pg_config())
-                .arg("--bindir")
-                .output()
-                .expect("pg_config")
-                .stdout,
-        )
-        .expect("utf8")
-        .trim(),
-    );
+    let bindir = pg_config_dir("--bindir");
     let port = free_port();
     let datadir =
         std::env::temp_dir().join(format!("idem-it-{MAJOR}-{}-{port}", std::process::id()));

@@ -6,7 +6,7 @@
 //! job never ran another role's trigger: the inbox, which carries one, is left alone.
 //! Skipped, with the reason printed, where that Postgres has no pg_cron.
 
-use std::path::{Path, PathBuf};
+use std::path::Path;
 use std::process::Command;
 use std::time::Duration;
 
@@ -84,7 +84,7 @@ fn connect(port: u16, db: &str, user: &str) -> Client {
 #[test]
 fn real_pg_cron_runs_the_upkeep_as_the_tables_owner() {
     let pg_config = common::pg_config();
-    let dir = |what: &str| PathBuf::from(run(Command::new(&pg_config).arg(what), "pg_config"));
+    let dir = common::pg_config_dir;
     if !dir("--pkglibdir").join("pg_cron.so").exists() {
         println!(
             "SKIP: {} has no pg_cron (pgrx-config/setup.sh installs postgresql-15-cron for Debian's 15)",

@@ -6,7 +6,6 @@
 //! `CREATE EXTENSION idempotency` and a claim, and an update from 0.1.9 through that script.
 
 use std::collections::BTreeMap;
-use std::process::Command;
 
 use super::{connect, server, text, with_pg_tle};
 
@@ -32,15 +31,7 @@ fn the_dbdev_layout_installs_through_pg_tle() {
     }
     let dir = std::env::temp_dir().join(format!("idem-dbdev-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .args(["--dbdev", dir.to_str().expect("path"), "--from", "0.1.9"])
-        .output()
-        .expect("scripts/portable.sh --dbdev");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
+    crate::common::portable_script(&["--dbdev", dir.to_str().expect("path"), "--from", "0.1.9"]);
     let mut files: Vec<String> = std::fs::read_dir(&dir)
         .expect("the directory")
         .map(|e| e.expect("entry").file_name().into_string().expect("name"))
