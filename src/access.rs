@@ -52,8 +52,15 @@ pub fn require_idempotency_usage() -> Result<()> {
 /// 42501 unless the current role holds at least one of SELECT, INSERT, UPDATE and DELETE on
 /// `table` (what any function of the extension needs), checked before the table is locked.
 pub fn require_some_table_privilege(table: Oid) -> Result<()> {
-    let any = (pg_sys::ACL_SELECT | pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE)
-        as pg_sys::AclMode;
+    require_any_table_privilege(
+        table,
+        (pg_sys::ACL_SELECT | pg_sys::ACL_INSERT | pg_sys::ACL_UPDATE | pg_sys::ACL_DELETE)
+            as pg_sys::AclMode,
+    )
+}
+
+/// 42501 unless the current role holds at least one of the privileges `any` on `table`.
+pub fn require_any_table_privilege(table: Oid, any: pg_sys::AclMode) -> Result<()> {
     // SAFETY: catalog lookups of a relation OID; as has_table_privilege does, one dropped
     // meanwhile is left to the statement that names it.
     let (held, name) = unsafe {
@@ -97,11 +104,7 @@ pub fn require_some_table_privilege(table: Oid) -> Result<()> {
 /// Before a statement names `idempotency.<table>` (and so locks it): USAGE on the schema and
 /// some privilege on the table, as `require_schema_usage` and `require_some_table_privilege`.
 pub fn require_table_access(table: &core::ffi::CStr) -> Result<()> {
-    // SAFETY: catalog lookups by name.
-    let (nsp, relid) = unsafe {
-        let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
-        (nsp, pg_sys::get_relname_relid(table.as_ptr(), nsp))
-    };
+    let (nsp, relid) = idempotency_table(table);
     if nsp == pg_sys::InvalidOid {
         return Ok(());
     }
@@ -112,14 +115,25 @@ pub fn require_table_access(table: &core::ffi::CStr) -> Result<()> {
     require_some_table_privilege(relid)
 }
 
-/// Do `idempotency.requests`' row-level security policies apply to the current role?
-pub fn row_security_applies_to_requests() -> bool {
-    // SAFETY: catalog lookups by name, then Postgres' own RLS test of an existing relation.
+/// Schema `idempotency` and its table `name`, by name (InvalidOid for either that is missing).
+pub fn idempotency_table(name: &core::ffi::CStr) -> (Oid, Oid) {
+    // SAFETY: catalog lookups by name.
     unsafe {
         let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
-        let table = pg_sys::get_relname_relid(c"requests".as_ptr(), nsp);
-        table != pg_sys::InvalidOid
-            && pg_sys::check_enable_rls(table, pg_sys::InvalidOid, true)
-                == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+        (nsp, pg_sys::get_relname_relid(name.as_ptr(), nsp))
     }
+}
+
+/// Do `table`'s row-level security policies apply to the current role? (`false` for a table
+/// that is not there.)
+pub fn row_security_applies(table: Oid) -> bool {
+    // SAFETY: Postgres' own RLS test of an existing relation.
+    table != pg_sys::InvalidOid
+        && unsafe { pg_sys::check_enable_rls(table, pg_sys::InvalidOid, true) }
+            == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32
+}
+
+/// Do `idempotency.requests`' row-level security policies apply to the current role?
+pub fn row_security_applies_to_requests() -> bool {
+    row_security_applies(idempotency_table(c"requests").1)
 }

@@ -12,6 +12,7 @@
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
+use crate::access;
 use crate::errors::{self, IdemError, Result};
 use crate::settings::{self, OutboxDelivery};
 use crate::spi::{Conn, Statement, opt_text_arg, text_arg};
@@ -47,25 +48,17 @@ static EMIT: Statement = Statement {
     args: &[TEXT, TEXT, JSONB, JSONB],
 };
 
-/// The delivery in force, after checking that a CDC delivery can work here: the server decodes
-/// logical changes, and the message is not one for later (a stream has no "available at").
+/// The delivery in force, after checking that a CDC delivery can work here, in this order:
+/// INSERT on the outbox, the server decodes logical changes, the message is not one for later
+/// (a stream has no "available at"), and for `cdc_message` no row-level security applies.
 pub fn delivery(available_at: Option<Datum>) -> Result<OutboxDelivery> {
     let delivery = settings::OUTBOX_DELIVERY.get();
     if delivery == OutboxDelivery::Poll {
         return Ok(delivery);
     }
-    let outbox = outbox_oid();
-    // SAFETY: an ACL check of an existing relation OID for the current role.
-    let insert = outbox == pg_sys::InvalidOid
-        || unsafe {
-            pg_sys::pg_class_aclcheck(outbox, pg_sys::GetUserId(), pg_sys::ACL_INSERT as _)
-        } == pg_sys::AclResult::ACLCHECK_OK;
-    if !insert {
-        return Err(IdemError::new(
-            errors::INSUFFICIENT_PRIVILEGE,
-            "permission denied for table outbox",
-        )
-        .hint("SELECT idem_grant('<role>', 'app') gives the calling role what it needs on idempotency.outbox."));
+    let (_, outbox) = access::idempotency_table(c"outbox");
+    if outbox != pg_sys::InvalidOid {
+        access::require_any_table_privilege(outbox, pg_sys::ACL_INSERT as pg_sys::AclMode)?;
     }
     // SAFETY: reads a server global, set at start-up.
     let logical = unsafe { pg_sys::wal_level } as u32 >= pg_sys::WalLevel::WAL_LEVEL_LOGICAL;
@@ -85,19 +78,18 @@ pub fn delivery(available_at: Option<Datum>) -> Result<OutboxDelivery> {
         )
         .hint("Put it with idempotency.outbox_delivery = poll, or send it when it is due."));
     }
+    // No row means nothing for the outbox's policies to check.
+    if delivery == OutboxDelivery::CdcMessage && access::row_security_applies(outbox) {
+        return Err(IdemError::new(
+            errors::FEATURE_NOT_SUPPORTED,
+            "idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox's row-level security policies",
+        )
+        .hint("Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies."));
+    }
     Ok(delivery)
 }
 
-fn outbox_oid() -> Oid {
-    // SAFETY: catalog lookups by name.
-    unsafe {
-        let nsp = pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
-        pg_sys::get_relname_relid(c"outbox".as_ptr(), nsp)
-    }
-}
-
-/// Emit the message; its WAL position is returned. Refused (0A000) where the outbox's
-/// row-level security policies apply: no row means nothing for them to check.
+/// Emit the message (after [`delivery`]); its WAL position is returned.
 pub fn emit(
     conn: &Conn,
     topic: &[u8],
@@ -105,18 +97,6 @@ pub fn emit(
     payload: Datum,
     headers: Option<Datum>,
 ) -> Result<i64> {
-    let outbox = outbox_oid();
-    // SAFETY: Postgres' own test of whether RLS applies to the current role on the table.
-    let policed = outbox != pg_sys::InvalidOid
-        && unsafe { pg_sys::check_enable_rls(outbox, pg_sys::InvalidOid, true) }
-            == pg_sys::CheckEnableRlsResult::RLS_ENABLED as i32;
-    if policed {
-        return Err(IdemError::new(
-            errors::FEATURE_NOT_SUPPORTED,
-            "idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox's row-level security policies",
-        )
-        .hint("Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies."));
-    }
     let args = [
         text_arg(topic),
         opt_text_arg(dedupe_key),
