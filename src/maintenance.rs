@@ -48,11 +48,16 @@ static PURGE: Statement = Statement {
     args: &[pg_sys::INT4OID],
 };
 
-/// Reclaim at most `batch` expired leases in the current transaction; the number reclaimed.
-pub fn reclaim_batch(conn: &Conn, batch: i32) -> Result<i64> {
+/// Leases that ended before this are reclaimed: now() less `idempotency.reclaim_grace`.
+fn reclaim_cutoff() -> i64 {
     // SAFETY: the current transaction's start, i.e. now().
     let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let cutoff = idem_protocol::reclaim_cutoff(now, settings::RECLAIM_GRACE.get());
+    idem_protocol::reclaim_cutoff(now, settings::RECLAIM_GRACE.get())
+}
+
+/// Reclaim at most `batch` expired leases in the current transaction; the number reclaimed.
+pub fn reclaim_batch(conn: &Conn, batch: i32) -> Result<i64> {
+    let cutoff = reclaim_cutoff();
     if crate::citus::requests_distributed()? {
         let reclaimed = crate::citus::reclaim_batch(conn, batch, cutoff)?;
         crate::metrics::count_reclaimed(reclaimed as u64);
@@ -84,9 +89,7 @@ fn on_shard(statement: &Statement, shard: &str) -> String {
 
 /// [`reclaim_batch`] on one local shard placement (`idempotency.citus_upkeep = shards`).
 pub fn reclaim_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
-    // SAFETY: the current transaction's start, i.e. now().
-    let now = unsafe { pg_sys::GetCurrentTransactionStartTimestamp() };
-    let cutoff = idem_protocol::reclaim_cutoff(now, settings::RECLAIM_GRACE.get());
+    let cutoff = reclaim_cutoff();
     let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
     let rows = run_text(conn, &on_shard(&RECLAIM, shard), RECLAIM.args, &args)?;
     crate::metrics::count_reclaimed(rows.len() as u64);

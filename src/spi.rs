@@ -175,11 +175,7 @@ impl Statement {
             ));
         }
         let plan = self.plan(conn)?;
-        let mut values: Vec<Datum> = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
-        let nulls: Vec<core::ffi::c_char> = args
-            .iter()
-            .map(|a| if a.is_some() { b' ' } else { b'n' } as core::ffi::c_char)
-            .collect();
+        let (mut values, nulls) = values_and_nulls(args);
         // SAFETY: a kept plan, values and nulls of the plan's arity.
         let code = unsafe {
             pg_sys::SPI_execute_plan(plan, values.as_mut_ptr(), nulls.as_ptr(), false, 0)
@@ -197,6 +193,16 @@ impl Statement {
     }
 }
 
+/// `args` as SPI takes them: the values, and ' ' or 'n' (NULL) for each.
+fn values_and_nulls(args: &[Arg]) -> (Vec<Datum>, Vec<core::ffi::c_char>) {
+    let values = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
+    let nulls = args
+        .iter()
+        .map(|a| if a.is_some() { b' ' } else { b'n' } as core::ffi::c_char)
+        .collect();
+    (values, nulls)
+}
+
 /// Run `sql`, text that changes from call to call (a Citus shard's name), with `args` of
 /// `types`: planned each time, never kept. Its names must be as qualified as a [`Statement`]'s.
 pub fn run_text<'c>(
@@ -208,11 +214,7 @@ pub fn run_text<'c>(
     let text = CString::new(sql)
         .map_err(|_| IdemError::new(errors::INTERNAL_ERROR, "statement text contains NUL"))?;
     let mut types = types.to_vec();
-    let mut values: Vec<Datum> = args.iter().map(|a| a.unwrap_or(Datum::from(0))).collect();
-    let nulls: Vec<core::ffi::c_char> = args
-        .iter()
-        .map(|a| if a.is_some() { b' ' } else { b'n' } as core::ffi::c_char)
-        .collect();
+    let (mut values, nulls) = values_and_nulls(args);
     // SAFETY: a connected SPI (the borrowed Conn); types, values and nulls of one arity.
     let code = unsafe {
         pg_sys::SPI_execute_with_args(
