@@ -57,7 +57,7 @@ M = {
  "M19": [("src/outbox.rs",
    "i64::from(settings::OUTBOX_RETENTION.get()) * 1_000_000;",
    "i64::from(settings::OUTBOX_RETENTION.get()) * 1_000;")],
- "M20": [("crates/idem-canonical/src/text.rs",
+ "M20": [("crates/idem-canonical/src/text/parse.rs",
    "Some(low @ 0xDC00..=0xDFFF) =>",
    "Some(low @ 0xDC00..0xDFFF) =>")],
 }
