@@ -1,14 +1,14 @@
-//! Changing the current attempt of a record (complete, fail, checkpoint): directly where the
-//! rules of `direct/` allow, else through SQL, with the same [`Transition`] either way.
+//! Changing the current attempt of a record (complete, fail, checkpoint): written once over
+//! the seam (`store.rs`), which `seam::run` runs directly where the rules of `direct/` allow,
+//! else through SQL, with the same [`Transition`] either way.
 
-use pgrx::pg_sys;
-
-use crate::datum::text_datum;
-use crate::direct::{Lookup, Writer};
 use crate::errors::Result;
-use crate::record::{self, Record};
-use crate::record_sql;
+use crate::record::Record;
+use crate::seam;
+pub use crate::seam::Path;
 use crate::spi::{Conn, LazyConn};
+pub use crate::store::Target;
+use crate::store::{Step, Store};
 use crate::transition::{self, Clock, Transition};
 
 /// What a change wrote.
@@ -26,23 +26,6 @@ impl Changed {
             direct,
         }
     }
-}
-
-/// The attempt a change is for: the current one of (scope, key), and only `attempt` if given
-/// (fencing).
-#[derive(Clone, Copy)]
-pub struct Target<'a> {
-    pub scope: &'a [u8],
-    pub key: &'a [u8],
-    pub attempt: Option<i32>,
-}
-
-/// Which ways a change may take (tests force SQL to compare the two).
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub enum Path {
-    DirectOrSql,
-    #[cfg(any(test, feature = "pg_test"))]
-    Sql,
 }
 
 /// Apply `transition` to `target`, now. `Err`: nothing changed, with the record as it is now
@@ -69,55 +52,25 @@ pub fn change_attempt_at(
     path: Path,
     clock: Clock,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
-    if path == Path::DirectOrSql
-        && let Some(changed) = directly(target, transition, clock)?
-    {
-        return Ok(Ok(changed));
-    }
-    through_sql(conn.get()?, target, transition, clock)
+    // A change carries nothing from the direct path to SQL: its scan is closed on return.
+    let mut direct = None;
+    seam::run(path, &mut direct, conn, Conn::open, |store| {
+        change_with(store, target, transition, clock)
+    })
 }
 
-/// The change without SQL; `None`: nothing was written, SQL decides (see `direct/rules.rs`).
-fn directly(target: Target<'_>, transition: &Transition, clock: Clock) -> Result<Option<Changed>> {
-    let Some(mut lookup) = Lookup::open()? else {
-        return Ok(None);
-    };
-    let Some(stored) = lookup.find(text_datum(target.scope), text_datum(target.key))? else {
-        return Ok(None);
-    };
-    // A repeat or a fenced call needs no executor state: SQL explains it.
-    if !idem_protocol::may_change_directly(&stored, target.attempt, clock.txn) {
-        return Ok(None);
-    }
-    let Some(mut writer) = Writer::open(&lookup, pg_sys::ACL_UPDATE) else {
-        return Ok(None);
-    };
-    fail_point!("change.direct");
-    let new = transition.apply(Some(&stored), clock)?;
-    let values = record::to_values(&new, |status| lookup.catalog.status_datum(status));
-    let (tid, snapshot) = lookup.found();
-    Ok(writer
-        .update(tid, snapshot, &values)
-        .then(|| Changed::of(&new, true)))
-}
-
-fn through_sql(
-    conn: &Conn,
+/// The change, on either way to the table.
+fn change_with(
+    store: &mut dyn Store,
     target: Target<'_>,
     transition: &Transition,
     clock: Clock,
-) -> Result<core::result::Result<Changed, Option<Record>>> {
-    let Target {
-        scope,
-        key,
-        attempt,
-    } = target;
-    if let Some(stored) = record_sql::lock_current(conn, scope, key, attempt)? {
-        fail_point!("change.sql");
+) -> Step<core::result::Result<Changed, Option<Record>>> {
+    if let Some(stored) = store.lock_current(target, clock.txn)? {
         let new = transition.apply(Some(&stored), clock)?;
-        if record_sql::update(conn, &new)? {
-            return Ok(Ok(Changed::of(&new, false)));
+        if store.update(&new)? {
+            return Ok(Ok(Changed::of(&new, store.direct())));
         }
     }
-    Ok(Err(record_sql::find(conn, scope, key)?))
+    Ok(Err(store.find(target.scope, target.key)?))
 }

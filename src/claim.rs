@@ -1,6 +1,7 @@
-//! The claim path: `idem_claim`, every decision a claim makes, in order. The reads and writes
-//! it decides on are in `direct/` (lookup, writer) and `record_sql.rs`; the key's lock in
-//! `lock_key.rs`; finishing an attempt (complete / fail / checkpoint / forget) in `finish.rs`.
+//! The claim path: `idem_claim`, every decision a claim makes, in order, written once over the
+//! seam (`store.rs`: find, lock, insert, update; `seam.rs` picks the direct path or SQL). The
+//! key's lock is in `lock_key.rs`; finishing an attempt (complete / fail / checkpoint / forget)
+//! in `finish.rs`.
 //!
 //! How a claim never waits:
 //! - it first reads the record with a plain snapshot read: a replay or a final failure is
@@ -15,14 +16,14 @@
 use pgrx::pg_sys::{self, Datum};
 
 use crate::args::{self, Signature, c_function};
-use crate::datum::text_datum;
-use crate::direct::{Lookup, Writer};
+use crate::direct::Direct;
 use crate::errors::{self, IdemError, Result};
 use crate::input;
 use crate::record::{self, Outcome, Record};
-use crate::record_sql;
 use crate::result_row::call_site;
+use crate::seam::{self, Path};
 use crate::spi::{Conn, LazyConn};
+use crate::store::{Step, Store};
 pub use crate::transition::ClaimArgs;
 use crate::transition::{self, Clock, Transition};
 use idem_protocol::Verdict;
@@ -69,8 +70,14 @@ pub(crate) struct Claimed {
     recovery_point: Option<Datum>,
     pub(crate) failure_code: Option<Datum>,
     pub(crate) failure_message: Option<Datum>,
-    locked_until: Option<i64>,
-    expires_at: Option<i64>,
+    pub(crate) locked_until: Option<i64>,
+    pub(crate) expires_at: Option<i64>,
+    /// This call wrote the record without SQL.
+    #[cfg_attr(
+        not(feature = "pg_test"),
+        allow(dead_code, reason = "read by the tests")
+    )]
+    pub(crate) direct: bool,
 }
 
 impl Claimed {
@@ -97,13 +104,15 @@ impl Claimed {
             failure_message: row.failure_message,
             locked_until: row.locked_until,
             expires_at: Some(row.expires_at),
+            direct: false,
         }
     }
 
-    /// A claim this call made: `new` is the record it wrote.
-    fn made(outcome: Outcome, new: &Record) -> Self {
+    /// A claim this call made: `new` is the record it wrote (`direct`: without SQL).
+    fn made(outcome: Outcome, new: &Record, direct: bool) -> Self {
         Claimed {
             response: None,
+            direct,
             ..Claimed::from_row(outcome, new)
         }
     }
@@ -146,84 +155,52 @@ fn try_lock_key(args: &ClaimArgs<'_>) -> Result<bool> {
     crate::lock_key::try_claim_lock(args.scope, args.key)
 }
 
-/// What a claim of a key with no record did when it tried to write directly.
-enum NewKey {
-    Claimed(Claimed),
-    /// A record appeared before the key's lock was ours: decide on it.
-    Found(Record),
-    /// The direct write is not possible here: go through SQL.
-    UseSql,
-}
-
-/// Insert a new record for a key the first read did not find, without SQL (`direct/rules.rs`
-/// says when SQL takes over).
-fn claim_new_key(lookup: &mut Lookup, args: &ClaimArgs<'_>, clock: Clock) -> Result<NewKey> {
-    let Some(mut writer) = Writer::open(lookup, pg_sys::ACL_INSERT) else {
-        return Ok(NewKey::UseSql);
-    };
-    #[cfg(feature = "pg_test")]
-    crate::test_points::before_key_lock();
-    if !try_lock_key(args)? {
-        return Ok(NewKey::Claimed(Claimed::unseen_active()));
-    }
-    // Whoever inserts this key holds its lock until they commit, so a read with a snapshot
-    // taken now sees every record of it there will be until we commit.
-    lookup.refresh();
-    if let Some(record) = lookup.find(text_datum(args.scope), text_datum(args.key))? {
-        return Ok(NewKey::Found(record));
-    }
-    fail_point!("claim.direct");
-    let new = Transition::NewClaim(args.terms()).apply(None, clock)?;
-    writer.insert(&record::to_values(&new, |status| {
-        lookup.catalog.status_datum(status)
-    }))?;
-    crate::metrics::count_write(true);
-    Ok(NewKey::Claimed(Claimed::made(Outcome::NewClaim, &new)))
-}
-
-/// The claim's decisions from a first read of the record (`row`) on, writing through SPI.
-fn claim_in(
-    conn: &Conn,
+/// The claim's decisions, on either way to the table (`seam::run` picks it). `seen` is the
+/// record the last read found (`None`: not read yet); it outlives a pass on the direct path
+/// that SQL takes over, which goes on from it.
+fn claim_with(
+    store: &mut dyn Store,
     args: &ClaimArgs<'_>,
-    mut row: Option<Record>,
     clock: Clock,
-) -> Result<Claimed> {
+    seen: &mut Option<Option<Record>>,
+) -> Step<Claimed> {
     // Each pass either answers or saw the record vanish/appear under it; three are plenty.
     for _ in 0..3 {
-        let Some(seen) = row else {
+        let row = match *seen {
+            Some(row) => row,
+            None => *seen.insert(store.find(args.scope, args.key)?),
+        };
+        let Some(row) = row else {
+            // The direct path opens the table for writing here, its privilege checked before
+            // the key's lock is tried.
+            store.prepare_insert()?;
             if !try_lock_key(args)? {
-                // The policy answers before another transaction's hold on the key may: under
-                // row-level security, a key another tenant is inserting is refused like any.
-                record_sql::check_insert_policy(
-                    conn,
-                    args.scope,
-                    args.key,
-                    args.hash,
-                    args.claimed_by,
-                )?;
+                store.check_insert_policy(args.scope, args.key, args.hash, args.claimed_by)?;
                 return Ok(Claimed::unseen_active());
             }
-            let new = Transition::NewClaim(args.terms()).apply(None, clock)?;
-            if record_sql::insert(conn, &new)? {
-                crate::metrics::count_write(false);
-                return Ok(Claimed::made(Outcome::NewClaim, &new));
+            let mut new = || Transition::NewClaim(args.terms()).apply(None, clock);
+            match store.insert(args.scope, args.key, &mut new)? {
+                Ok(new) => {
+                    crate::metrics::count_write(store.direct());
+                    return Ok(Claimed::made(Outcome::NewClaim, &new, store.direct()));
+                }
+                // Inserted and committed by someone since our read: decide on it.
+                Err(now) => *seen = Some(now),
             }
-            // Inserted and committed by someone since our read: look again.
-            row = record_sql::find(conn, args.scope, args.key)?;
             continue;
         };
-        if let Verdict::Answer(outcome) = judge(&seen, args, clock)? {
-            return Ok(Claimed::from_row(outcome, &seen));
+        // Replays, final failures and live leases are answered from that read alone.
+        if let Verdict::Answer(outcome) = judge(&row, args, clock)? {
+            return Ok(Claimed::from_row(outcome, &row));
         }
-        let Some(locked) = record_sql::lock_for_claim(conn, args.scope, args.key)? else {
+        let Some(locked) = store.lock_for_claim(args.scope, args.key)? else {
             // Locked by a transaction that is changing it, or just deleted.
-            row = record_sql::find(conn, args.scope, args.key)?;
-            match &row {
-                Some(busy) => return Ok(Claimed::from_row(Outcome::ProcessingActive, busy)),
+            let now = *seen.insert(store.find(args.scope, args.key)?);
+            match now {
+                Some(busy) => return Ok(Claimed::from_row(Outcome::ProcessingActive, &busy)),
                 None => continue,
             }
         };
-        fail_point!("claim.sql");
         // The locked version is the newest: judge it again.
         let (outcome, transition) = match judge(&locked, args, clock)? {
             Verdict::Answer(outcome) => return Ok(Claimed::from_row(outcome, &locked)),
@@ -233,77 +210,41 @@ fn claim_in(
             Verdict::Reset => (Outcome::NewClaim, Transition::Reset(args.terms())),
         };
         let new = transition.apply(Some(&locked), clock)?;
-        if !record_sql::update(conn, &new)? {
-            return Err(IdemError::new(
-                errors::INTERNAL_ERROR,
-                "a locked record vanished",
-            ));
+        if !store.update(&new)? {
+            return Err(IdemError::new(errors::INTERNAL_ERROR, "a locked record vanished").into());
         }
-        crate::metrics::count_write(false);
-        return Ok(Claimed::made(outcome, &new));
+        crate::metrics::count_write(store.direct());
+        return Ok(Claimed::made(outcome, &new, store.direct()));
     }
     Ok(Claimed::unseen_active())
 }
 
 /// What a claim keeps open while its answer is used: the answer's values point into them.
+#[derive(Default)]
 pub(crate) struct Held {
-    // Dropped in this order: SPI first, then the index scan.
+    // Dropped in this order: SPI first, then the direct path's scan.
     /// The claim's SPI connection if it opened one; later statements may use it.
     pub(crate) conn: LazyConn,
-    _lookup: Option<Lookup>,
+    direct: Option<Direct>,
 }
 
 /// Claim `args`: the answer, with what must stay open while it is used.
 pub(crate) fn claim_held(args: &ClaimArgs<'_>) -> Result<(Claimed, Held)> {
-    let clock = transition::now();
-    // The first read goes straight through the index; `seen` is None when it must use SQL.
-    let mut lookup = Lookup::open()?;
-    let mut seen = match lookup.as_mut() {
-        Some(direct) => Some(direct.find(text_datum(args.scope), text_datum(args.key))?),
-        None => None,
-    };
-    // Replays, final failures and live leases are answered from that read alone.
-    if let Some(Some(row)) = &seen
-        && let Verdict::Answer(outcome) = judge(row, args, clock)?
-    {
-        let claimed = Claimed::from_row(outcome, row);
-        return Ok((
-            claimed,
-            Held {
-                conn: LazyConn::default(),
-                _lookup: lookup,
-            },
-        ));
-    }
-    // A new key is inserted directly where the table allows it.
-    if let (Some(None), Some(direct)) = (&seen, lookup.as_mut()) {
-        match claim_new_key(direct, args, clock)? {
-            NewKey::Claimed(claimed) => {
-                return Ok((
-                    claimed,
-                    Held {
-                        conn: LazyConn::default(),
-                        _lookup: lookup,
-                    },
-                ));
-            }
-            NewKey::Found(row) => seen = Some(Some(row)),
-            NewKey::UseSql => {}
-        }
-    }
-    let conn = Conn::open_for(c"requests")?;
-    let first = match seen {
-        Some(row) => row,
-        None => record_sql::find(&conn, args.scope, args.key)?,
-    };
-    let claimed = claim_in(&conn, args, first, clock)?;
-    Ok((
-        claimed,
-        Held {
-            conn: LazyConn::with(conn),
-            _lookup: lookup,
-        },
-    ))
+    claim_at(args, Path::DirectOrSql, transition::now())
+}
+
+/// [`claim_held`] at `clock`, taking `path`.
+pub(crate) fn claim_at(args: &ClaimArgs<'_>, path: Path, clock: Clock) -> Result<(Claimed, Held)> {
+    let mut held = Held::default();
+    let mut seen = None;
+    let claimed = seam::run(
+        path,
+        &mut held.direct,
+        &mut held.conn,
+        || Conn::open_for(c"requests"),
+        |store| claim_with(store, args, clock, &mut seen),
+    )?;
+    Ok((claimed, held))
 }
 
 fn claim(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {

@@ -45,8 +45,10 @@ mod record;
 mod record_sql;
 mod result_row;
 mod schema;
+mod seam;
 mod settings;
 mod spi;
+mod store;
 #[cfg(feature = "pg_test")]
 mod test_points;
 mod transition;

@@ -11,6 +11,7 @@ use crate::spi::{
     Arg, Conn, INT4, INTERVAL, JSONB, Rows, Statement, TEXT, TIMESTAMPTZ, int4_arg, opt_text_arg,
     text_arg,
 };
+use crate::store::{Step, Store, Target};
 
 /// `WHERE` one key ($1, $2).
 macro_rules! by_key {
@@ -220,4 +221,66 @@ pub fn check_insert_policy(
 pub fn update(conn: &Conn, record: &Record) -> Result<bool> {
     let statement = &UPDATE[record.status.index()];
     Ok(!statement.run(conn, &record_args(record))?.is_empty())
+}
+
+/// The SQL path as a [`Store`]: each step one of the statements above, on `conn`.
+pub struct Sql<'c>(pub &'c Conn);
+
+impl Store for Sql<'_> {
+    fn direct(&self) -> bool {
+        false
+    }
+
+    fn find(&mut self, scope: &[u8], key: &[u8]) -> Step<Option<Record>> {
+        Ok(find(self.0, scope, key)?)
+    }
+
+    fn lock_for_claim(&mut self, scope: &[u8], key: &[u8]) -> Step<Option<Record>> {
+        let locked = lock_for_claim(self.0, scope, key)?;
+        if locked.is_some() {
+            fail_point!("claim.sql");
+        }
+        Ok(locked)
+    }
+
+    fn lock_current(&mut self, target: Target<'_>, _txn: i64) -> Step<Option<Record>> {
+        // The statement checks the attempt is current; `txn` is the direct path's concern.
+        let locked = lock_current(self.0, target.scope, target.key, target.attempt)?;
+        if locked.is_some() {
+            fail_point!("change.sql");
+        }
+        Ok(locked)
+    }
+
+    fn prepare_insert(&mut self) -> Step<()> {
+        Ok(())
+    }
+
+    fn check_insert_policy(
+        &mut self,
+        scope: &[u8],
+        key: &[u8],
+        hash: &[u8],
+        claimed_by: Option<&[u8]>,
+    ) -> Step<()> {
+        Ok(check_insert_policy(self.0, scope, key, hash, claimed_by)?)
+    }
+
+    fn insert(
+        &mut self,
+        scope: &[u8],
+        key: &[u8],
+        new: &mut dyn FnMut() -> Result<Record>,
+    ) -> Step<core::result::Result<Record, Option<Record>>> {
+        let new = new()?;
+        if insert(self.0, &new)? {
+            return Ok(Ok(new));
+        }
+        // Inserted and committed by someone since our read.
+        Ok(Err(find(self.0, scope, key)?))
+    }
+
+    fn update(&mut self, new: &Record) -> Step<bool> {
+        Ok(update(self.0, new)?)
+    }
 }

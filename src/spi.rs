@@ -101,13 +101,10 @@ impl Drop for Conn {
 pub struct LazyConn(Option<Conn>);
 
 impl LazyConn {
-    pub fn with(conn: Conn) -> Self {
-        LazyConn(Some(conn))
-    }
-
-    pub fn get(&mut self) -> Result<&Conn> {
+    /// The connection, opened with `open` if there is none yet.
+    pub fn get_with(&mut self, open: fn() -> Result<Conn>) -> Result<&Conn> {
         if self.0.is_none() {
-            self.0 = Some(Conn::open()?);
+            self.0 = Some(open()?);
         }
         self.0
             .as_ref()

@@ -6,11 +6,14 @@ mod tests {
     use pgrx::prelude::*;
 
     use crate::change::{Path, Target, change_attempt_at};
+    use crate::claim::claim_at;
     use crate::datum::text_datum;
-    use crate::direct::{Lookup, Writer};
+    use crate::direct::lookup::Lookup;
+    use crate::direct::writer::Writer;
+    use crate::errors;
     use crate::pg_tests::helpers::{one, run, set_time, sqlstate, text};
-    use crate::record::{COLUMNS, Record, Status};
-    use crate::spi::LazyConn;
+    use crate::record::{COLUMNS, Outcome, Record, Status};
+    use crate::spi::{Conn, LazyConn};
     use crate::transition::{ClaimArgs, Clock, Transition};
 
     /// Two identical records, keys `d` (for the direct path) and `s` (for SQL), of `scope`, in
@@ -83,7 +86,7 @@ mod tests {
     /// Write `transition` of (scope, key) with the SQL path's statements.
     fn write_through_sql(scope: &str, key: &str, transition: &Transition, clock: Clock) {
         let mut conn = LazyConn::default();
-        let conn = conn.get().unwrap();
+        let conn = conn.get_with(Conn::open).unwrap();
         let stored: Option<Record> =
             crate::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
         let new = transition.apply(stored.as_ref(), clock).unwrap();
@@ -220,6 +223,97 @@ mod tests {
                 }
             }
             assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
+        }
+        claims_answer_and_write_the_same_both_ways(clock);
+    }
+
+    /// Whole claims through the seam (`claim::claim_at`): key `d` where the direct path may
+    /// act, key `s` forced through SQL. The answers and the rows are the same; only a new key
+    /// is written directly (a takeover takes a row lock, which only SQL does).
+    fn claims_answer_and_write_the_same_both_ways(clock: Clock) {
+        for (name, status, hash, answer) in [
+            ("new-claim", None, "h", Ok((Outcome::NewClaim, true))),
+            (
+                "take-over-stale",
+                Some("processing"),
+                "h",
+                Ok((Outcome::ProcessingStale, false)),
+            ),
+            (
+                "take-over-retryable",
+                Some("failed_retryable"),
+                "h",
+                Ok((Outcome::RetryableFailure, false)),
+            ),
+            (
+                "reset",
+                Some("succeeded"),
+                "h",
+                Ok((Outcome::NewClaim, false)),
+            ),
+            (
+                "replay",
+                Some("succeeded"),
+                "h",
+                Ok((Outcome::ReplaySuccess, false)),
+            ),
+            (
+                "live",
+                Some("processing"),
+                "h",
+                Ok((Outcome::ProcessingActive, false)),
+            ),
+            (
+                "final",
+                Some("failed_final"),
+                "h",
+                Ok((Outcome::FinalFailure, false)),
+            ),
+            (
+                "mismatch",
+                Some("succeeded"),
+                "other",
+                Err(errors::HASH_MISMATCH),
+            ),
+        ] {
+            let scope = format!("eq-claim-{name}");
+            if let Some(status) = status {
+                seed_pair(&scope, status, name == "take-over-stale");
+            }
+            if name == "reset" {
+                run(&format!(
+                    "UPDATE idempotency.requests SET expires_at = now() - interval '1 second'
+                     WHERE scope = '{scope}'"
+                ));
+            }
+            let mut answers = Vec::new();
+            for (key, path) in [("d", Path::DirectOrSql), ("s", Path::Sql)] {
+                let (_, mut args) = claim_args(&scope, key);
+                args.hash = hash.as_bytes();
+                let got = claim_at(&args, path, clock).map(|(claimed, _held)| {
+                    let direct = claimed.direct;
+                    let outcome = claimed.outcome.expect("an outcome");
+                    let summary = (claimed.attempt, claimed.locked_until, claimed.expires_at);
+                    (outcome, direct, summary)
+                });
+                let expected = answer.map(|(outcome, direct)| (outcome, direct && key == "d"));
+                assert_eq!(
+                    got.as_ref().map(|(o, d, _)| (*o, *d)).map_err(|e| e.code),
+                    expected,
+                    "{name} on {key}"
+                );
+                answers.push(got.ok().map(|(_, _, summary)| summary));
+            }
+            assert_eq!(answers[0], answers[1], "{name}: the answers");
+            assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
+            if !matches!(name, "new-claim" | "reset") && !name.starts_with("take-over") {
+                // Nothing was written: the seeded attempt is still there, both ways.
+                let kept = one::<i64>(&format!(
+                    "SELECT count(*) FROM idempotency.requests WHERE scope = '{scope}'
+                     AND attempt = 2 AND updated_at = now() - interval '1 hour'"
+                ));
+                assert_eq!(kept, Some(2), "{name}: written");
+            }
         }
     }
 
