@@ -4,12 +4,12 @@
 
 use pgrx::pg_sys;
 
-use crate::datum::text_datum;
+use crate::base::datum::text_datum;
+use crate::base::errors::{self, IdemError, Result};
+use crate::base::record::{self, Record};
+use crate::base::store::{Step, Stop, Store, Target};
 use crate::direct::lookup::Lookup;
 use crate::direct::writer::Writer;
-use crate::errors::{self, IdemError, Result};
-use crate::record::{self, Record};
-use crate::store::{Step, Stop, Store, Target};
 
 /// The table opened for the direct path: its scan, and its writer once a write is allowed.
 pub struct Direct {
@@ -72,7 +72,7 @@ impl Store for Direct {
     fn prepare_insert(&mut self) -> Step<()> {
         self.open_writer(pg_sys::ACL_INSERT)?;
         #[cfg(feature = "pg_test")]
-        crate::test_points::before_key_lock();
+        crate::base::test_points::before_key_lock();
         Ok(())
     }
 

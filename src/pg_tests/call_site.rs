@@ -11,7 +11,7 @@ mod tests {
     /// Test hook: the next result-row build of this backend sees every cache invalidated midway.
     #[pg_extern]
     fn invalidate_during_next_build() {
-        crate::result_row::invalidate_during_next_build();
+        crate::steps::result_row::invalidate_during_next_build();
     }
 
     #[pg_test]

@@ -5,16 +5,16 @@
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::change::{Path, Target, change_attempt_at};
-    use crate::claim::claim_at;
-    use crate::datum::text_datum;
+    use crate::base::datum::text_datum;
+    use crate::base::errors;
+    use crate::base::record::{COLUMNS, Outcome, Record, Status};
     use crate::direct::lookup::Lookup;
     use crate::direct::writer::Writer;
-    use crate::errors;
+    use crate::entry::claim::claim_at;
     use crate::pg_tests::helpers::{one, run, set_time, sqlstate, text};
-    use crate::record::{COLUMNS, Outcome, Record, Status};
     use crate::spi::{Conn, LazyConn};
-    use crate::transition::{ClaimArgs, Clock, Transition};
+    use crate::steps::change::{Path, Target, change_attempt_at};
+    use crate::steps::transition::{ClaimArgs, Clock, Transition};
 
     /// Two identical records, keys `d` (for the direct path) and `s` (for SQL), of `scope`, in
     /// state `status`, claimed an hour ago; `lease_ended`: its lease ended a minute ago.
@@ -74,7 +74,8 @@ mod tests {
             pgrx::pg_sys::ACL_INSERT
         };
         let mut writer = Writer::open(&lookup, privilege).expect("a direct writer");
-        let values = crate::record::to_values(&new, |status| lookup.catalog.status_datum(status));
+        let values =
+            crate::base::record::to_values(&new, |status| lookup.catalog.status_datum(status));
         if stored.is_some() {
             let (tid, snapshot) = lookup.found();
             assert!(writer.update(tid, snapshot, &values));
@@ -88,11 +89,11 @@ mod tests {
         let mut conn = LazyConn::default();
         let conn = conn.get_with(Conn::open).unwrap();
         let stored: Option<Record> =
-            crate::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
+            crate::spi::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
         let new = transition.apply(stored.as_ref(), clock).unwrap();
         let written = match stored {
-            Some(_) => crate::record_sql::update(conn, &new),
-            None => crate::record_sql::insert(conn, &new),
+            Some(_) => crate::spi::record_sql::update(conn, &new),
+            None => crate::spi::record_sql::insert(conn, &new),
         };
         assert!(written.unwrap());
     }
@@ -124,8 +125,8 @@ mod tests {
     fn every_transition_writes_the_same_row_both_ways() {
         // A fixed clock, a little after the transaction's start (as a real call's is).
         let clock = Clock {
-            txn: crate::transition::now().txn,
-            call: crate::transition::now().txn + 1_234_567,
+            txn: crate::steps::transition::now().txn,
+            call: crate::steps::transition::now().txn + 1_234_567,
         };
         // SAFETY: jsonb's input function on a C string.
         let response = unsafe {
@@ -353,7 +354,7 @@ mod tests {
         // The SQL path's record parameters are the same columns (the status as its label).
         for (i, (_, ty, _)) in COLUMNS.iter().enumerate() {
             assert_eq!(
-                crate::record_sql::RECORD_ARGS[i],
+                crate::spi::record_sql::RECORD_ARGS[i],
                 ty.oid(pgrx::pg_sys::TEXTOID),
                 "parameter {}",
                 i + 1
