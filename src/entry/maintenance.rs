@@ -1,5 +1,5 @@
 //! Upkeep of `idempotency.requests`: `idem_reclaim` and `idem_purge`, one batch per call.
-//! The background worker (src/worker.rs) runs exactly these, a batch per transaction.
+//! The background worker (src/entry/worker.rs) runs exactly these, a batch per transaction.
 //!
 //! Why they never make a claim wait: each batch picks its rows with `FOR UPDATE SKIP LOCKED`
 //! (a row a claim is taking over is left for the next round), and the change repeats the

@@ -225,7 +225,7 @@ fn maintain() -> Result<()> {
     }
     let batch = settings::BATCH_SIZE.get();
     // A distributed idempotency.requests: the coordinator does every shard, or each node the
-    // placements it holds (src/citus/); never both, so each row's work is done once.
+    // placements it holds (src/steps/citus.rs); never both, so each row's work is done once.
     let plan = in_transaction(c"idempotency: who keeps idempotency.requests?", || {
         crate::steps::citus::upkeep_plan()
     })?;

@@ -54,7 +54,7 @@ extension_sql_file!(
     ]
 );
 
-// citus/
+// steps/citus.rs
 extension_sql_file!(
     "../../sql/citus.sql",
     name = "citus",

@@ -1,4 +1,4 @@
-//! In-backend tests of the result-row cache of idem_claim / idem_call (src/result_row.rs).
+//! In-backend tests of the result-row cache of idem_claim / idem_call (src/steps/result_row.rs).
 //! Its cross-transaction behaviour is tested with real
 //! sessions in tests/call_site_sessions.rs, which uses the hook below.
 

@@ -1,5 +1,5 @@
 //! The direct path and the SQL path write the same record for every transition
-//! (src/transition.rs), and `record::COLUMNS` is the table in the catalog.
+//! (src/steps/transition.rs), and `record::COLUMNS` is the table in the catalog.
 
 #[pgrx::pg_schema]
 mod tests {
