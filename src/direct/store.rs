@@ -11,9 +11,10 @@ use crate::base::store::{Step, Stop, Store, Target};
 use crate::direct::lookup::Lookup;
 use crate::direct::writer::Writer;
 
-/// The table opened for the direct path: its scan, and its writer once a write is allowed.
+/// The table opened for the direct path: its scan, and a writer from the step that opens it
+/// (`prepare_insert`, `lock_current`) to the write, which closes it.
 pub struct Direct {
-    // Dropped in this order: the writer, then the scan (as the writes were made).
+    // Dropped in this order: the writer, then the scan.
     writer: Option<Writer>,
     lookup: Lookup,
 }
@@ -93,6 +94,8 @@ impl Store for Direct {
         key: &[u8],
         new: &mut dyn FnMut() -> Result<Record>,
     ) -> Step<core::result::Result<Record, Option<Record>>> {
+        // The writer is closed when this returns, as the write is done or not needed.
+        let mut writer = self.writer.take().ok_or_else(no_writer)?;
         // Whoever inserts this key holds its lock until they commit, so a read with a snapshot
         // taken now sees every record of it there will be until we commit.
         self.lookup.refresh();
@@ -101,16 +104,14 @@ impl Store for Direct {
         }
         fail_point!("claim.direct");
         let new = new()?;
-        let values = self.values(&new);
-        let writer = self.writer.as_mut().ok_or_else(no_writer)?;
-        writer.insert(&values)?;
+        writer.insert(&self.values(&new))?;
         Ok(Ok(new))
     }
 
     fn update(&mut self, new: &Record) -> Step<bool> {
+        let mut writer = self.writer.take().ok_or_else(no_writer)?;
         let values = self.values(new);
         let (tid, snapshot) = self.lookup.found();
-        let writer = self.writer.as_mut().ok_or_else(no_writer)?;
         // Someone changed the row since it was read: SQL reads it again, as UPDATE would.
         if writer.update(tid, snapshot, &values) {
             Ok(true)
