@@ -1,9 +1,11 @@
-//! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules are layers; the one
-//! list of them is the table in docs/architecture.md, which `tests/layers.rs` checks every path
-//! against. The protocol's decisions are `crates/idem-protocol`; the claim path is `claim.rs`,
-//! finishing an attempt `finish.rs`.
+//! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules are layers, each a
+//! folder (`entry`, `steps`, `direct`, `spi`, `base`); the one list of them is the table in
+//! docs/architecture.md, which `tests/layers.rs` checks every file and path against. The
+//! protocol's decisions are `crates/idem-protocol`; the claim path is `entry/claim.rs`,
+//! finishing an attempt `entry/finish.rs`, and the choice between the direct path and SQL
+//! `steps/seam.rs`.
 //!
-//! Test builds (`pg_test` feature) add `test_points` (injection and fail points) and
+//! Test builds (`pg_test` feature) add `base::test_points` (injection and fail points) and
 //! `pg_tests` (the `#[pg_test]`s, in schema `tests`).
 
 use pgrx::prelude::*;
@@ -12,46 +14,15 @@ use pgrx::prelude::*;
 macro_rules! fail_point {
     ($point:literal) => {
         #[cfg(feature = "pg_test")]
-        crate::test_points::fail_point($point)?;
+        crate::base::test_points::fail_point($point)?;
     };
 }
 
-mod access;
-mod args;
-mod as_owner;
-mod call;
-mod call_target;
-mod canonical;
-mod canonical_limits;
-mod change;
-mod citus;
-mod claim;
-mod claim_wait;
-mod compat;
-mod datum;
+mod base;
 mod direct;
-mod errors;
-mod finish;
-mod inbox;
-mod input;
-mod jsonb;
-mod lock_key;
-mod maintenance;
-mod maintenance_worker;
-mod metrics;
-mod outbox;
-mod outbox_cdc;
-mod record;
-mod record_sql;
-mod result_row;
-mod schema;
-mod settings;
+mod entry;
 mod spi;
-#[cfg(feature = "pg_test")]
-mod test_points;
-mod transition;
-mod versions;
-mod worker;
+mod steps;
 
 ::pgrx::pg_module_magic!(name, version);
 
@@ -59,16 +30,16 @@ mod worker;
 /// (`shared_preload_libraries`), the one time they can be set up.
 #[pg_guard]
 pub extern "C-unwind" fn _PG_init() {
-    settings::init();
-    canonical_limits::init();
+    base::settings::init();
+    base::canonical_limits::init();
     #[cfg(feature = "pg_test")]
-    test_points::init();
+    base::test_points::init();
     // Last: reserving the prefix drops any idempotency.* value not defined by then.
-    compat::mark_guc_prefix_reserved(c"idempotency");
+    base::compat::mark_guc_prefix_reserved(c"idempotency");
     // SAFETY: a flag Postgres sets while it loads shared_preload_libraries.
     if unsafe { pgrx::pg_sys::process_shared_preload_libraries_in_progress } {
-        metrics::init_shared_memory();
-        worker::register_launcher();
+        entry::metrics::init_shared_memory();
+        entry::worker::register_launcher();
     }
 }
 

@@ -3,6 +3,9 @@
 //! out import cycles, and keeps the map and the code from drifting apart: a module missing from
 //! the table fails too. The table's last layer is the workspace's Postgres-free crates.
 //!
+//! Each layer names its folder (`N. folder/ module ...`): its modules are that folder's files,
+//! so a file in another folder, or at the top of `src/`, is not in the table and fails.
+//!
 //! Every file is parsed with `syn`. What counts as a use of a module:
 //! - every path of every `use` tree, grouped imports included (`use crate::{a, b::c}`);
 //! - every path in the code (expressions, types, patterns, attributes' paths);
@@ -24,14 +27,24 @@ use syn::visit::{self, Visit};
 /// (layer, position in its layer) of every module or crate.
 type Table = BTreeMap<String, (usize, usize)>;
 
+/// The folder of each layer that names one (`N. folder/ ...`).
+type Folders = BTreeMap<usize, String>;
+
 fn repo_file(path: &str) -> String {
     std::fs::read_to_string(Path::new(env!("CARGO_MANIFEST_DIR")).join(path))
         .unwrap_or_else(|e| panic!("{path}: {e}"))
 }
 
-/// The table: the lines `N. module module ...` of docs/architecture.md.
+/// The table: the lines `N. module module ...` (or `N. folder/ module ...`) of
+/// docs/architecture.md.
 fn parse_table(doc: &str) -> Table {
+    parse_layers(doc).0
+}
+
+/// The table and the folder of each layer; a module outside its layer's folder panics.
+fn parse_layers(doc: &str) -> (Table, Folders) {
     let mut table = Table::new();
+    let mut folders = Folders::new();
     for line in doc.lines() {
         let Some((number, modules)) = line.split_once(". ") else {
             continue;
@@ -39,18 +52,64 @@ fn parse_table(doc: &str) -> Table {
         let Ok(layer) = number.parse::<usize>() else {
             continue;
         };
-        if !modules.split_whitespace().all(|m| {
+        let mut words = modules.split_whitespace().peekable();
+        let folder = words
+            .next_if(|w| w.ends_with('/'))
+            .map(|w| w.trim_end_matches('/').to_string());
+        let modules: Vec<&str> = words.collect();
+        if !modules.iter().all(|m| {
             m.chars()
                 .all(|c| c.is_ascii_lowercase() || c == '_' || c == ':')
         }) {
             continue;
         }
-        for (position, module) in modules.split_whitespace().enumerate() {
+        for (position, module) in modules.iter().enumerate() {
+            if let Some(folder) = folder.as_deref().filter(|f| *f != "crates") {
+                assert!(
+                    *module == folder || module.starts_with(&format!("{folder}::")),
+                    "{module} is listed in layer {layer}, whose folder is src/{folder}/"
+                );
+            }
             let previous = table.insert(module.to_string(), (layer, position));
             assert!(previous.is_none(), "{module} is listed twice");
         }
+        if let Some(folder) = folder {
+            folders.insert(layer, folder);
+        }
     }
-    table
+    (table, folders)
+}
+
+/// The file of module `name` in src/.
+fn file_of(name: &str, modules: &BTreeMap<String, String>) -> String {
+    let path = name.replace("::", "/");
+    if modules.keys().any(|m| m.starts_with(&format!("{name}::"))) {
+        format!("src/{path}/mod.rs")
+    } else {
+        format!("src/{path}.rs")
+    }
+}
+
+/// Every module of `modules` the table does not list, as "src/x/y.rs is in no layer's
+/// folder": a file moved to another folder, or put at the top of src/.
+fn misplaced(table: &Table, folders: &Folders, modules: &BTreeMap<String, String>) -> Vec<String> {
+    let names: Vec<String> = folders
+        .values()
+        .filter(|f| *f != "crates")
+        .map(|f| format!("src/{f}/"))
+        .collect();
+    modules
+        .keys()
+        .filter(|name| !table.contains_key(*name))
+        .map(|name| {
+            format!(
+                "{} (module {name}) is not in the layer table: each file sits in the folder of \
+                 its layer ({})",
+                file_of(name, modules),
+                names.join(" ")
+            )
+        })
+        .collect()
 }
 
 /// Every module of src/ (but the root `lib`, `pg_tests` and the bin) and its source.
@@ -279,12 +338,20 @@ fn violations(table: &Table, modules: &BTreeMap<String, String>) -> Vec<String> 
 
 #[test]
 fn modules_use_only_the_layers_below() {
-    let table = parse_table(&repo_file("docs/architecture.md"));
+    let (table, folders) = parse_layers(&repo_file("docs/architecture.md"));
     assert!(
         table.len() > 20,
         "the layer table of docs/architecture.md: {table:?}"
     );
+    let layers: BTreeSet<usize> = table.values().map(|(layer, _)| *layer).collect();
+    assert_eq!(
+        layers,
+        folders.keys().copied().collect(),
+        "every layer names its folder"
+    );
     let modules = src_modules();
+    let misplaced = misplaced(&table, &folders, &modules);
+    assert!(misplaced.is_empty(), "{}", misplaced.join("\n"));
     // A listed name that is not a module of src/ is a crate of the workspace (crates/NAME).
     let crates: BTreeSet<String> = table
         .keys()
@@ -415,4 +482,29 @@ fn the_check_resolves_relative_paths() {
         ),
         Vec::<String>::new()
     );
+}
+
+#[test]
+fn the_check_sees_a_file_in_the_wrong_folder() {
+    let (table, folders) = parse_layers("1. top/ top top::a\n2. base/ base base::b\n");
+    let mut modules: BTreeMap<String, String> =
+        table.keys().map(|m| (m.clone(), String::new())).collect();
+    assert_eq!(misplaced(&table, &folders, &modules), Vec::<String>::new());
+    // base/b.rs moved to top/, and a new file at the top of src/.
+    modules.remove("base::b");
+    modules.insert("top::b".into(), String::new());
+    modules.insert("loose".into(), String::new());
+    let found = misplaced(&table, &folders, &modules);
+    assert_eq!(found.len(), 2, "{found:?}");
+    assert!(
+        found[0].starts_with("src/loose.rs (module loose)"),
+        "{found:?}"
+    );
+    assert!(
+        found[1].starts_with("src/top/b.rs (module top::b)"),
+        "{found:?}"
+    );
+    // A module listed in a layer whose folder it is not in.
+    let listed = std::panic::catch_unwind(|| parse_layers("1. top/ top::a base::c\n"));
+    assert!(listed.is_err(), "base::c listed under top/");
 }

@@ -11,9 +11,9 @@ use std::cell::Cell;
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
+use crate::base::errors::{self, IdemError, Result};
+use crate::base::record::{self, Status, col};
 use crate::direct::shape::{self, Shape};
-use crate::errors::{self, IdemError, Result};
-use crate::record::{self, Status, col};
 
 #[derive(Clone, Copy)]
 pub struct Catalog {
@@ -119,7 +119,7 @@ unsafe fn build(nsp: Oid, rel: pg_sys::Relation, index: Oid) -> Result<Catalog> 
         pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
         // Citus invalidates the relation's relcache entry when it distributes (or undistributes)
         // it, which drops this cached catalog (`forget_catalog`).
-        let distributed = crate::citus::detect::is_citus_table((*rel).rd_id);
+        let distributed = crate::base::citus_detect::is_citus_table((*rel).rd_id);
         Ok(Catalog {
             namespace: nsp,
             table: (*rel).rd_id,
@@ -150,8 +150,8 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
         // Privileges before the lock, as a statement's name lookup checks them: a role with no
         // rights must not queue for the table behind another session's lock. Every decision
         // still waits for the lock (`rules.rs` checks the exact privilege again).
-        crate::access::require_schema_usage(nsp)?;
-        crate::access::require_some_table_privilege(table)?;
+        crate::base::access::require_schema_usage(nsp)?;
+        crate::base::access::require_some_table_privilege(table)?;
         // SAFETY: locking (which processes pending invalidations) before anything is decided;
         // a relation dropped meanwhile gives NULL, not an error.
         let rel = unsafe { pg_sys::try_relation_open(table, lockmode as pg_sys::LOCKMODE) };

@@ -7,10 +7,10 @@
 
 use pgrx::pg_sys::{self, Datum, Oid};
 
-use crate::compat;
+use crate::base::compat;
+use crate::base::errors::Result;
+use crate::base::record::{self, NATTS, Record, Values};
 use crate::direct::catalog::{Catalog, lock_table};
-use crate::errors::Result;
-use crate::record::{self, NATTS, Record, Values};
 
 /// An open index scan of `idempotency.requests`; closed when dropped.
 pub struct Lookup {

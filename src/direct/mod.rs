@@ -6,17 +6,18 @@
 //! - `shape`: what "the table as the extension created it" means;
 //! - `lookup`: one record by primary key through the index;
 //! - `writer`: a row inserted or updated through the table AM and its indexes;
-//! - `rules`: every rule for when SQL takes over, with its reason.
+//! - `rules`: every rule for when SQL takes over, with its reason;
+//! - `store`: all of it as the seam's direct implementation (`store.rs`).
 
 pub mod catalog;
 pub mod lookup;
 pub mod rules;
 pub mod shape;
+pub mod store;
 pub mod writer;
 
 pub use catalog::{lock_table, resolve};
-pub use lookup::Lookup;
-pub use writer::Writer;
+pub use store::Direct;
 
 /// (constraint name, canonical expression) of every CHECK of `idempotency.requests`, then
 /// ("readable"/"writable", flag), for tests.

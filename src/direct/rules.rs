@@ -23,8 +23,8 @@ use core::ffi::c_int;
 use idem_protocol::{Isolation, ReadFacts, WriteFacts};
 use pgrx::pg_sys;
 
+use crate::base::errors::{self, IdemError, Result};
 use crate::direct::catalog::{Catalog, changed_since};
-use crate::errors::{self, IdemError, Result};
 
 /// The locked table, as the protocol's rules ask about it.
 struct Table<'a>(&'a Catalog);
@@ -39,7 +39,7 @@ impl ReadFacts for Table<'_> {
     }
 
     fn citus_assumed(&self) -> bool {
-        crate::citus::detect::assumed()
+        crate::base::citus_detect::assumed()
     }
 
     fn rls_applies(&self) -> bool {
@@ -76,7 +76,7 @@ impl WriteFacts for Table<'_> {
 /// May the locked table described by `catalog` be read directly? An error is the one SQL would
 /// raise.
 pub fn may_read(catalog: &Catalog) -> Result<bool> {
-    crate::access::require_schema_usage(catalog.namespace)?;
+    crate::base::access::require_schema_usage(catalog.namespace)?;
     // SAFETY: a privilege check of a locked relation.
     let select = unsafe {
         pg_sys::pg_class_aclcheck(

@@ -12,7 +12,7 @@ use core::ffi::CStr;
 use pgrx::PgTupleDesc;
 use pgrx::pg_sys::{self, Oid};
 
-use crate::record::{COLUMNS, NATTS, Ty};
+use crate::base::record::{COLUMNS, NATTS, Ty};
 
 fn collation(ty: Ty) -> Oid {
     if ty == Ty::Text {

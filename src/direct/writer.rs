@@ -11,10 +11,10 @@
 
 use pgrx::pg_sys;
 
-use crate::compat::{self, IndexUpdate};
+use crate::base::compat::{self, IndexUpdate};
+use crate::base::errors::{self, IdemError, Result};
+use crate::base::record::Values;
 use crate::direct::lookup::Lookup;
-use crate::errors::{self, IdemError, Result};
-use crate::record::Values;
 
 /// The table opened for writing, with its indexes; closed when dropped.
 pub struct Writer {

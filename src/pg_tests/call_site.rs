@@ -1,4 +1,4 @@
-//! In-backend tests of the result-row cache of idem_claim / idem_call (src/result_row.rs).
+//! In-backend tests of the result-row cache of idem_claim / idem_call (src/steps/result_row.rs).
 //! Its cross-transaction behaviour is tested with real
 //! sessions in tests/call_site_sessions.rs, which uses the hook below.
 
@@ -11,7 +11,7 @@ mod tests {
     /// Test hook: the next result-row build of this backend sees every cache invalidated midway.
     #[pg_extern]
     fn invalidate_during_next_build() {
-        crate::result_row::invalidate_during_next_build();
+        crate::steps::result_row::invalidate_during_next_build();
     }
 
     #[pg_test]

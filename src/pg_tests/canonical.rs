@@ -372,7 +372,7 @@ mod tests {
     /// the message, whether the text grows token by token or by one long string.
     #[pg_test]
     fn canonical_limit_is_54000_at_any_size() {
-        use crate::canonical::json_text_canonical;
+        use crate::entry::canonical::json_text_canonical;
         let numbers = b"[1e20,1e20]";
         let expected = "[100000000000000000000,100000000000000000000]";
         let limit = expected.len();

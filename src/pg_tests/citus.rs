@@ -25,7 +25,7 @@ mod tests {
     }
 
     fn citus_sequence(scope: &str, distributed: bool) -> Vec<String> {
-        crate::citus::assume_distributed(distributed);
+        crate::steps::citus::assume_distributed(distributed);
         let s = scope;
         let mut answers = Vec::new();
         let mut call = |sql: &str| {
@@ -55,7 +55,7 @@ mod tests {
         call("SELECT idem_claim('{s}', 'e', 'h')");
         call("SELECT idem_complete('{s}', 'e', 'null')");
         set_time(s, "e", "expires_at", "-1 hour");
-        crate::citus::assume_distributed(false);
+        crate::steps::citus::assume_distributed(false);
         answers
     }
 
@@ -64,9 +64,9 @@ mod tests {
         let plain = citus_sequence("cit-plain", false);
         let plain_upkeep = (reclaim_n(100000), purge_n(100000));
         let dist = citus_sequence("cit-dist", true);
-        crate::citus::assume_distributed(true);
+        crate::steps::citus::assume_distributed(true);
         let dist_upkeep = (reclaim_n(100000), purge_n(100000));
-        crate::citus::assume_distributed(false);
+        crate::steps::citus::assume_distributed(false);
         assert_eq!(plain, dist);
         assert!(plain.contains(&"P4010".to_string()), "{plain:?}");
         assert!(plain.contains(&"P4012".to_string()), "{plain:?}");

@@ -65,7 +65,7 @@ mod tests {
     /// backend (`true`) or not; the previous value.
     #[pg_extern]
     fn assume_distributed(on: bool) -> bool {
-        crate::citus::detect::assume_distributed(on)
+        crate::base::citus_detect::assume_distributed(on)
     }
 
     /// The CHECK constraints of idempotency.requests in direct/shape.rs' canonical form, and the

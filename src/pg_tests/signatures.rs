@@ -5,25 +5,25 @@
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::args::Signature;
+    use crate::steps::args::Signature;
 
     /// Every C function's declared signature.
     const ALL: [&Signature; 15] = [
-        &crate::claim::CLAIM_ARGS,
-        &crate::finish::COMPLETE_ARGS,
-        &crate::finish::FAIL_ARGS,
-        &crate::finish::CHECKPOINT_ARGS,
-        &crate::finish::FORGET_ARGS,
-        &crate::call::CALL_ARGS,
-        &crate::call::RETRYABLE_ARGS,
-        &crate::inbox::ACCEPT_ARGS,
-        &crate::inbox::PURGE_ARGS,
-        &crate::versions::ADVANCE_ARGS,
-        &crate::outbox::PUT_ARGS,
-        &crate::outbox::TAKE_ARGS,
-        &crate::outbox::ACK_ARGS,
-        &crate::outbox::NACK_ARGS,
-        &crate::outbox::PURGE_ARGS,
+        &crate::entry::claim::CLAIM_ARGS,
+        &crate::entry::finish::COMPLETE_ARGS,
+        &crate::entry::finish::FAIL_ARGS,
+        &crate::entry::finish::CHECKPOINT_ARGS,
+        &crate::entry::finish::FORGET_ARGS,
+        &crate::entry::call::CALL_ARGS,
+        &crate::entry::call::RETRYABLE_ARGS,
+        &crate::entry::inbox::ACCEPT_ARGS,
+        &crate::entry::inbox::PURGE_ARGS,
+        &crate::entry::versions::ADVANCE_ARGS,
+        &crate::entry::outbox::PUT_ARGS,
+        &crate::entry::outbox::TAKE_ARGS,
+        &crate::entry::outbox::ACK_ARGS,
+        &crate::entry::outbox::NACK_ARGS,
+        &crate::entry::outbox::PURGE_ARGS,
     ];
 
     /// The extension's hand-declared C functions (`sql/`) in `pg_proc`: name and argument
@@ -110,6 +110,6 @@ mod tests {
             .find(|(name, _)| name == "idem_fail")
             .unwrap();
         assert_ne!(*fail, shifted);
-        assert_eq!(*fail, normalized(crate::finish::FAIL_ARGS.args));
+        assert_eq!(*fail, normalized(crate::entry::finish::FAIL_ARGS.args));
     }
 }

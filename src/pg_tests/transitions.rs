@@ -1,17 +1,20 @@
 //! The direct path and the SQL path write the same record for every transition
-//! (src/transition.rs), and `record::COLUMNS` is the table in the catalog.
+//! (src/steps/transition.rs), and `record::COLUMNS` is the table in the catalog.
 
 #[pgrx::pg_schema]
 mod tests {
     use pgrx::prelude::*;
 
-    use crate::change::{Path, Target, change_attempt_at};
-    use crate::datum::text_datum;
-    use crate::direct::{Lookup, Writer};
+    use crate::base::datum::text_datum;
+    use crate::base::errors;
+    use crate::base::record::{COLUMNS, Outcome, Record, Status};
+    use crate::direct::lookup::Lookup;
+    use crate::direct::writer::Writer;
+    use crate::entry::claim::claim_at;
     use crate::pg_tests::helpers::{one, run, set_time, sqlstate, text};
-    use crate::record::{COLUMNS, Record, Status};
-    use crate::spi::LazyConn;
-    use crate::transition::{ClaimArgs, Clock, Transition};
+    use crate::spi::{Conn, LazyConn};
+    use crate::steps::change::{Path, Target, change_attempt_at};
+    use crate::steps::transition::{ClaimArgs, Clock, Transition};
 
     /// Two identical records, keys `d` (for the direct path) and `s` (for SQL), of `scope`, in
     /// state `status`, claimed an hour ago; `lease_ended`: its lease ended a minute ago.
@@ -71,7 +74,8 @@ mod tests {
             pgrx::pg_sys::ACL_INSERT
         };
         let mut writer = Writer::open(&lookup, privilege).expect("a direct writer");
-        let values = crate::record::to_values(&new, |status| lookup.catalog.status_datum(status));
+        let values =
+            crate::base::record::to_values(&new, |status| lookup.catalog.status_datum(status));
         if stored.is_some() {
             let (tid, snapshot) = lookup.found();
             assert!(writer.update(tid, snapshot, &values));
@@ -83,13 +87,13 @@ mod tests {
     /// Write `transition` of (scope, key) with the SQL path's statements.
     fn write_through_sql(scope: &str, key: &str, transition: &Transition, clock: Clock) {
         let mut conn = LazyConn::default();
-        let conn = conn.get().unwrap();
+        let conn = conn.get_with(Conn::open).unwrap();
         let stored: Option<Record> =
-            crate::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
+            crate::spi::record_sql::lock_for_claim(conn, scope.as_bytes(), key.as_bytes()).unwrap();
         let new = transition.apply(stored.as_ref(), clock).unwrap();
         let written = match stored {
-            Some(_) => crate::record_sql::update(conn, &new),
-            None => crate::record_sql::insert(conn, &new),
+            Some(_) => crate::spi::record_sql::update(conn, &new),
+            None => crate::spi::record_sql::insert(conn, &new),
         };
         assert!(written.unwrap());
     }
@@ -121,8 +125,8 @@ mod tests {
     fn every_transition_writes_the_same_row_both_ways() {
         // A fixed clock, a little after the transaction's start (as a real call's is).
         let clock = Clock {
-            txn: crate::transition::now().txn,
-            call: crate::transition::now().txn + 1_234_567,
+            txn: crate::steps::transition::now().txn,
+            call: crate::steps::transition::now().txn + 1_234_567,
         };
         // SAFETY: jsonb's input function on a C string.
         let response = unsafe {
@@ -221,6 +225,97 @@ mod tests {
             }
             assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
         }
+        claims_answer_and_write_the_same_both_ways(clock);
+    }
+
+    /// Whole claims through the seam (`claim::claim_at`): key `d` where the direct path may
+    /// act, key `s` forced through SQL. The answers and the rows are the same; only a new key
+    /// is written directly (a takeover takes a row lock, which only SQL does).
+    fn claims_answer_and_write_the_same_both_ways(clock: Clock) {
+        for (name, status, hash, answer) in [
+            ("new-claim", None, "h", Ok((Outcome::NewClaim, true))),
+            (
+                "take-over-stale",
+                Some("processing"),
+                "h",
+                Ok((Outcome::ProcessingStale, false)),
+            ),
+            (
+                "take-over-retryable",
+                Some("failed_retryable"),
+                "h",
+                Ok((Outcome::RetryableFailure, false)),
+            ),
+            (
+                "reset",
+                Some("succeeded"),
+                "h",
+                Ok((Outcome::NewClaim, false)),
+            ),
+            (
+                "replay",
+                Some("succeeded"),
+                "h",
+                Ok((Outcome::ReplaySuccess, false)),
+            ),
+            (
+                "live",
+                Some("processing"),
+                "h",
+                Ok((Outcome::ProcessingActive, false)),
+            ),
+            (
+                "final",
+                Some("failed_final"),
+                "h",
+                Ok((Outcome::FinalFailure, false)),
+            ),
+            (
+                "mismatch",
+                Some("succeeded"),
+                "other",
+                Err(errors::HASH_MISMATCH),
+            ),
+        ] {
+            let scope = format!("eq-claim-{name}");
+            if let Some(status) = status {
+                seed_pair(&scope, status, name == "take-over-stale");
+            }
+            if name == "reset" {
+                run(&format!(
+                    "UPDATE idempotency.requests SET expires_at = now() - interval '1 second'
+                     WHERE scope = '{scope}'"
+                ));
+            }
+            let mut answers = Vec::new();
+            for (key, path) in [("d", Path::DirectOrSql), ("s", Path::Sql)] {
+                let (_, mut args) = claim_args(&scope, key);
+                args.hash = hash.as_bytes();
+                let got = claim_at(&args, path, clock).map(|(claimed, _held)| {
+                    let direct = claimed.direct;
+                    let outcome = claimed.outcome.expect("an outcome");
+                    let summary = (claimed.attempt, claimed.locked_until, claimed.expires_at);
+                    (outcome, direct, summary)
+                });
+                let expected = answer.map(|(outcome, direct)| (outcome, direct && key == "d"));
+                assert_eq!(
+                    got.as_ref().map(|(o, d, _)| (*o, *d)).map_err(|e| e.code),
+                    expected,
+                    "{name} on {key}"
+                );
+                answers.push(got.ok().map(|(_, _, summary)| summary));
+            }
+            assert_eq!(answers[0], answers[1], "{name}: the answers");
+            assert_eq!(differing_columns(&scope), Vec::<String>::new(), "{name}");
+            if !matches!(name, "new-claim" | "reset") && !name.starts_with("take-over") {
+                // Nothing was written: the seeded attempt is still there, both ways.
+                let kept = one::<i64>(&format!(
+                    "SELECT count(*) FROM idempotency.requests WHERE scope = '{scope}'
+                     AND attempt = 2 AND updated_at = now() - interval '1 hour'"
+                ));
+                assert_eq!(kept, Some(2), "{name}: written");
+            }
+        }
     }
 
     #[pg_test]
@@ -259,7 +354,7 @@ mod tests {
         // The SQL path's record parameters are the same columns (the status as its label).
         for (i, (_, ty, _)) in COLUMNS.iter().enumerate() {
             assert_eq!(
-                crate::record_sql::RECORD_ARGS[i],
+                crate::spi::record_sql::RECORD_ARGS[i],
                 ty.oid(pgrx::pg_sys::TEXTOID),
                 "parameter {}",
                 i + 1

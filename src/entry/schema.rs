@@ -1,0 +1,74 @@
+//! The extension's SQL files, in install order: tables and types (sql/bootstrap.sql) first,
+//! then the declarations of every function, then the grants. The C functions declared in
+//! sql/*.sql are defined in the module named in each comment. Functions pgrx declares from
+//! `#[pg_extern]` (canonical.rs, lock_key.rs, maintenance.rs) and `metrics.rs`' own
+//! `extension_sql!` (idem_metrics' comment and grants) are not in these files.
+
+use pgrx::prelude::*;
+
+extension_sql_file!("../../sql/bootstrap.sql", name = "bootstrap", bootstrap);
+
+// claim.rs, finish.rs
+extension_sql_file!(
+    "../../sql/claim.sql",
+    name = "claim_functions",
+    requires = ["bootstrap"]
+);
+
+// call.rs
+extension_sql_file!(
+    "../../sql/call.sql",
+    name = "call_functions",
+    requires = ["bootstrap"]
+);
+
+// plain SQL (docs/http.md)
+extension_sql_file!(
+    "../../sql/http.sql",
+    name = "http_functions",
+    requires = ["claim_functions"]
+);
+
+// inbox.rs, versions.rs
+extension_sql_file!(
+    "../../sql/inbox.sql",
+    name = "inbox_functions",
+    requires = ["bootstrap"]
+);
+
+// outbox.rs
+extension_sql_file!(
+    "../../sql/outbox.sql",
+    name = "outbox_functions",
+    requires = ["bootstrap"]
+);
+
+// maintenance.rs
+extension_sql_file!(
+    "../../sql/maintenance.sql",
+    name = "maintenance",
+    requires = [
+        "bootstrap",
+        entry::maintenance::idem_reclaim,
+        entry::maintenance::idem_purge
+    ]
+);
+
+// steps/citus.rs
+extension_sql_file!(
+    "../../sql/citus.sql",
+    name = "citus",
+    requires = ["bootstrap", "maintenance"]
+);
+
+extension_sql_file!(
+    "../../sql/consumers.sql",
+    name = "consumers",
+    requires = ["bootstrap"]
+);
+
+extension_sql_file!(
+    "../../sql/grants.sql",
+    name = "grants",
+    requires = ["consumers", "maintenance", "metrics"]
+);
