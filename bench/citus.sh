@@ -23,7 +23,7 @@ clients=${3:-4}
 repo=$(cd "$(dirname "$0")/.." && pwd)
 single_port=${BENCH_PORT:-9790}
 work=/var/tmp/idem-citus-bench-$major
-# A cluster of its own (not the one tests/citus.rs may be running).
+# A cluster of its own (not the one tests/clusters/citus.rs may be running).
 export CITUS_BASE=/var/tmp/idem-citus-bench-cluster-$major CITUS_PORT=${CITUS_PORT:-9750}
 
 pg_config=${IDEM_PG_CONFIG:-$(sed -n "s/^pg$major = \"\(.*\)\"\$/\1/p" "${PGRX_HOME:-$HOME/.pgrx}/config.toml" 2>/dev/null)}

@@ -82,7 +82,7 @@ installed_ok() { # MAJOR -> 0 if installed, pinned line recorded, and pg_config 
 apt_pkgs=(build-essential libclang-dev clang sudo pkg-config ca-certificates libkrb5-dev)
 for v in "${wanted[@]}"; do
   case "${SRC[$v]}" in
-    # postgresql-15-cron: pg_cron, which runs the portable edition's upkeep (tests/portable/cron.rs).
+    # postgresql-15-cron: pg_cron, which runs the portable edition's upkeep (tests/integration/portable/cron.rs).
     debian) apt_pkgs+=("postgresql-$v" "postgresql-server-dev-$v" "postgresql-$v-cron") ;;
     debian-src) apt_pkgs+=(dpkg-dev bison flex libreadline-dev zlib1g-dev libicu-dev) ;;
     # What the relocatable builds link to (all on Debian 12 already; listed so a slimmer

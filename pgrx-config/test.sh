@@ -12,6 +12,8 @@
 #   `postgres` OS user (initdb refuses root); DIR=/var/tmp/idempotency-pgdata/pgNN is owned by
 #   it, and pgrx makes a fresh NN-PID cluster inside it per run and removes it afterwards.
 #   RUST_BACKTRACE is dropped because pgrx appends Rust backtraces to error DETAILs when set.
+#   RUST_TEST_THREADS=4 (unless set): each test binary runs four tests at a time; they mostly
+#   wait on their sessions, and on 2 cores this halves the row (docs/developing.md).
 #   Integration tests (tests/*.rs) that start a server of their own find the version under test
 #   in IDEM_PG_MAJOR (e.g. 17) and IDEM_PG_CONFIG (its pg_config; `--bindir` gives initdb/pg_ctl).
 # Before the versions: the workspace's Postgres-independent crates, once (cargo test).
@@ -84,17 +86,18 @@ for v in "${versions[@]}"; do
   install -d -o "$RUNAS" -m 0700 "$PGDATA_ROOT/pg$v"
   chmod 0755 "$PGDATA_ROOT"
   banner "pg$v: PostgreSQL $pgver ($pgc)"
-  # tests/citus.rs builds Citus 14.0.1 (scripts/citus.sh, ~30 s the first time) and runs a
+  # tests/clusters/citus.rs builds Citus 14.0.1 (scripts/citus.sh, ~30 s the first time) and runs a
   # coordinator + two workers: on the majors in IDEM_CITUS_MAJORS (default 17; Citus supports
   # 16-18), skipped on the others.
   citus=0
   case " ${IDEM_CITUS_MAJORS-17} " in *" $v "*) citus=1 ;; esac
-  # tests/portable_pg_tle.rs builds pg_tle 1.5.2 (scripts/pg_tle.sh) into a copy of this
+  # tests/clusters/portable_pg_tle.rs builds pg_tle 1.5.2 (scripts/pg_tle.sh) into a copy of this
   # Postgres without the native files: on the majors in IDEM_PGTLE_MAJORS (default 17).
   pgtle=0
   case " ${IDEM_PGTLE_MAJORS-17} " in *" $v "*) pgtle=1 ;; esac
   run_one "pg$v ($pgver)" "$logs/pg$v.log" \
-    env -u RUST_BACKTRACE IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" IDEM_CITUS="$citus" IDEM_PGTLE="$pgtle" \
+    env -u RUST_BACKTRACE RUST_TEST_THREADS="${RUST_TEST_THREADS:-4}" \
+    IDEM_PG_MAJOR="$v" IDEM_PG_CONFIG="$pgc" IDEM_CITUS="$citus" IDEM_PGTLE="$pgtle" \
     cargo pgrx test "pg$v" --runas "$RUNAS" --pgdata "$PGDATA_ROOT/pg$v"
 done
 

@@ -1,5 +1,5 @@
--- Portable edition of idem_call and its error classification (src/call.rs,
--- src/call_target.rs): claim, run fn(request) once in a subtransaction (a PL/pgSQL exception
+-- Portable edition of idem_call and its error classification (src/entry/call.rs,
+-- src/entry/call_target.rs): claim, run fn(request) once in a subtransaction (a PL/pgSQL exception
 -- block), record its result or its non-transient failure, re-raise a transient one.
 
 CREATE FUNCTION @extschema@.idem_retryable(
@@ -78,7 +78,7 @@ BEGIN
     PERFORM idempotency.portable_interval('lease', portable_call.lease, false);
     PERFORM idempotency.portable_interval('retention', portable_call.retention, false);
 
-    -- src/call_target.rs: a plain function (jsonb) -> jsonb the caller may execute.
+    -- src/entry/call_target.rs: a plain function (jsonb) -> jsonb the caller may execute.
     SELECT p.prokind, p.proretset, p.pronargs, p.proargtypes, p.prorettype, p.pronamespace,
            n.nspname, p.proname
       INTO proc

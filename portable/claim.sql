@@ -1,4 +1,4 @@
--- Portable edition of the claim protocol (src/claim.rs, src/transition.rs, src/finish.rs) in
+-- Portable edition of the claim protocol (src/entry/claim.rs, src/steps/transition.rs, src/entry/finish.rs) in
 -- PL/pgSQL: the same decisions, outcomes, SQLSTATEs and messages as the C functions.
 --
 -- A claim never blocks: a new key is inserted only under pg_try_advisory_xact_lock on a 64-bit
@@ -115,7 +115,7 @@ BEGIN
         END IF;
         locked := false;
         LOOP
-            -- judge (src/claim.rs): an expired finished record is free; a hash must match.
+            -- judge (src/entry/claim.rs): an expired finished record is free; a hash must match.
             IF rec.status OPERATOR(pg_catalog.<>) 'processing'::@extschema@.idem_status
                AND rec.expires_at OPERATOR(pg_catalog.<) call_at THEN
                 outcome := 'new_claim';

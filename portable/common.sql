@@ -1,4 +1,4 @@
--- Portable edition: argument rules shared by every function (src/input.rs), in PL/pgSQL.
+-- Portable edition: argument rules shared by every function (src/steps/input.rs), in PL/pgSQL.
 -- Each helper raises the native edition's SQLSTATE, message and DETAIL; the hot functions test
 -- the common case inline and call these only to raise.
 
@@ -96,7 +96,7 @@ BEGIN
 END
 $fn$;
 
--- A batch size: present and at least 1 (src/input.rs `batch`).
+-- A batch size: present and at least 1 (src/steps/input.rs `batch`).
 CREATE FUNCTION idempotency.portable_batch(value pg_catalog.int4)
 RETURNS pg_catalog.int4
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE

@@ -1,4 +1,4 @@
--- Portable edition of the consumers (src/inbox.rs, src/versions.rs, src/outbox.rs, src/call.rs):
+-- Portable edition of the consumers (src/entry/inbox.rs, src/entry/versions.rs, src/entry/outbox.rs, src/entry/call.rs):
 -- the same SQL statements as the C functions run, with their argument rules and messages.
 
 CREATE FUNCTION @extschema@.idem_inbox_accept(
@@ -131,7 +131,7 @@ BEGIN
     IF pg_catalog.jsonb_typeof(idem_outbox_put.headers) OPERATOR(pg_catalog.<>) 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
     END IF;
-    -- The CDC deliveries (docs/cdc.md), as src/outbox_cdc.rs. Unset (NULL) or reset (''): poll.
+    -- The CDC deliveries (docs/cdc.md), as src/entry/outbox_cdc.rs. Unset (NULL) or reset (''): poll.
     delivery := pg_catalog.lower(pg_catalog.btrim(delivery));
     IF delivery IS NULL OR delivery OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN
         delivery := 'poll'::pg_catalog.text;

@@ -1,4 +1,4 @@
--- Portable edition of the upkeep (src/maintenance.rs, src/metrics.rs, src/lib.rs). There is no
+-- Portable edition of the upkeep (src/entry/maintenance.rs, src/entry/metrics.rs, src/lib.rs). There is no
 -- background worker and no shared memory: idem_schedule_upkeep() asks pg_cron to run the
 -- reclaim and the purges, and idem_metrics() raises 55000, as the native edition does when its
 -- library was not preloaded (docs/managed.md says why there are no table-backed counters).
@@ -118,7 +118,7 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$ SELECT '@PORTABLE_VERSION@'::pg_catalog.text $fn$;
 
 -- Why the upkeep must not write `tab` (NULL: it may): an enabled trigger that could run code
--- the table's owner did not write, as src/as_owner.rs decides for the native worker.
+-- the table's owner did not write, as src/entry/as_owner.rs decides for the native worker.
 CREATE FUNCTION idempotency.portable_foreign_trigger(tab pg_catalog.regclass)
 RETURNS pg_catalog.text
 LANGUAGE sql STABLE

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # The chaos audit, long form (issue #16; docs/chaos.md): installs the extension (release build)
-# into Postgres MAJOR, then runs tests/chaos.rs against it with the given figures.
+# into Postgres MAJOR, then runs tests/clusters/chaos.rs against it with the given figures.
 # Usage: scripts/chaos.sh [--sessions N] [--seconds S] [--seed X] [--major NN] [--pg-config PATH]
 #   defaults: 16 sessions, 600 s, seed 1, major 16, pg_config from ~/.pgrx/config.toml
 #   (pgrx-config/setup.sh NN sets that Postgres up if it is missing).
@@ -29,4 +29,4 @@ env -u RUST_BACKTRACE cargo pgrx install --release --no-default-features --featu
 echo "== chaos: $sessions sessions, $seconds s, seed $seed, Postgres $major"
 exec env -u RUST_BACKTRACE IDEM_PG_MAJOR="$major" IDEM_FAULTS_MAJOR="$major" IDEM_PG_CONFIG="$pg_config" \
   IDEM_CHAOS_SESSIONS="$sessions" IDEM_CHAOS_SECONDS="$seconds" IDEM_CHAOS_SEED="$seed" \
-  cargo test --no-default-features --features "$features" --test chaos -- --nocapture
+  cargo test --no-default-features --features "$features" --test clusters chaos:: -- --nocapture

@@ -20,7 +20,7 @@
 #   /var/tmp/idem-mut-pgdata), IDEM_MUT_TIMEOUT (seconds per mutation's tests, default 300).
 #
 # How (so that a mutation costs one incremental build: 5-31 s per mutation here):
-#   1. the test binaries (the library's #[pg_test] harness and tests/*.rs) are built once; the
+#   1. the test binaries (the library's #[pg_test] harness and the tests/ binaries) are built once; the
 #      extension is installed once with `cargo pgrx install --test` (library + SQL);
 #   2. a baseline: every test any mutation names must pass on the unmutated code;
 #   3. per mutation: apply its edits (each must match exactly as often as the list says, else
@@ -111,7 +111,7 @@ build_library() { # LOG -> the library built and copied into the pkglibdir
   rm -f "$PKGLIBDIR/idempotency.so" && cp "$CARGO_TARGET_DIR/debug/libidempotency.so" "$PKGLIBDIR/idempotency.so"
 }
 
-declare -A BIN # test target name ("lib" or tests/NAME.rs) -> executable
+declare -A BIN # test target name ("lib", "integration", "clusters", "layers") -> executable
 build_tests() {
   local log=$logs/_build-tests.log json
   echo "mutants: building the test binaries (log: $log)"
@@ -165,7 +165,7 @@ run_tests() { # "SPEC ..." LOG
   local verdicts=()
   if [ ${#pg[@]} -gt 0 ]; then verdicts+=("$(run_one "${BIN[lib]}" "${pg[@]}")"); fi
   for bin in "${!its[@]}"; do
-    [ -n "${BIN[$bin]:-}" ] || { echo "mutants: no test binary tests/$bin.rs" >&2; exit 2; }
+    [ -n "${BIN[$bin]:-}" ] || { echo "mutants: no test binary $bin" >&2; exit 2; }
     # shellcheck disable=SC2086 # filters are words (none: every test)
     verdicts+=("$(run_one "${BIN[$bin]}" ${its[$bin]})")
   done

@@ -1,4 +1,4 @@
--- idem_call and its error classification (src/call.rs).
+-- idem_call and its error classification (src/entry/call.rs).
 
 CREATE TYPE @extschema@.idem_call_result AS (
     outcome         @extschema@.idem_outcome,

@@ -1,4 +1,4 @@
--- The claim protocol's functions. They are C functions written against fcinfo (src/claim.rs)
+-- The claim protocol's functions. They are C functions written against fcinfo (src/entry/claim.rs)
 -- so they can take jsonb and intervals as raw datums and return one composite row.
 -- Their SQL is fully schema-qualified, so the caller's search_path cannot redirect it.
 

@@ -1,4 +1,4 @@
--- idem_grant / idem_revoke: the documented grant recipes as one call each (src/schema.rs).
+-- idem_grant / idem_revoke: the documented grant recipes as one call each (src/entry/schema.rs).
 -- Roles are cluster-wide and belong to the user: the extension creates none; these grant a
 -- profile's privileges on this database's objects to a role that exists. Grants on extension
 -- tables are kept by pg_dump (as changes to the objects' initial privileges).

@@ -1,4 +1,4 @@
--- The inbox and ordered updates (src/inbox.rs, src/versions.rs): C functions over fcinfo whose
+-- The inbox and ordered updates (src/entry/inbox.rs, src/entry/versions.rs): C functions over fcinfo whose
 -- SQL is fully schema-qualified, so the caller's search_path cannot redirect it.
 
 CREATE FUNCTION @extschema@.idem_inbox_accept(

@@ -1,4 +1,4 @@
--- The transactional outbox (src/outbox.rs): C functions over fcinfo whose SQL is fully
+-- The transactional outbox (src/entry/outbox.rs): C functions over fcinfo whose SQL is fully
 -- schema-qualified, so the caller's search_path cannot redirect it.
 
 CREATE FUNCTION @extschema@.idem_outbox_put(

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # An outside-style mutation campaign (docs/mutants.md, "Campaign 3"): each mutation of
 # scripts/mutants/campaign3_apply.py is applied alone, the extension is installed, and the
-# WHOLE Postgres 16 suite runs against it (every #[pg_test] and every tests/*.rs binary), not
+# WHOLE Postgres 16 suite runs against it (every #[pg_test] and every tests/ binary), not
 # the tests named for it. Like the outside campaign of round 6, it leaves out chaos, failover,
 # Citus, pg_tle and the HTTP row. A mutation is caught when any test fails; the run stops at
 # the first failing binary, as `cargo test` does. The Postgres-free crate's tests run first.

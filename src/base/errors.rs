@@ -4,7 +4,7 @@
 //! `XX000`), so our own `P4xxx` codes go straight to Postgres' `errstart`/`errfinish`.
 //! Every entry point returns its body's `Result` through [`OrRaise::or_raise`] (the C functions
 //! through `args::c_function!`), so the error is raised from the outermost Rust frame, after
-//! every Rust value has been dropped (tests/error_guards.rs).
+//! every Rust value has been dropped (tests/integration/security/error_guards.rs).
 
 use core::ffi::{c_char, c_int};
 use pgrx::pg_sys;

@@ -1,4 +1,4 @@
-//! Injection points for tests that must make a race happen every time (tests/claim_race.rs).
+//! Injection points for tests that must make a race happen every time (tests/integration/claim/race.rs).
 //! Compiled only with the `pg_test` feature (what `cargo pgrx test` builds and installs): a
 //! release build has neither this code nor the setting, and a placeholder of that name set in
 //! one does nothing.
@@ -8,11 +8,11 @@
 //! key's lock. A test holds that advisory lock in another session, so the claim stops between
 //! its first read and its try-lock for as long as the test wants, while the test commits
 //! something the first read could not see. The name is outside the reserved `idempotency.`
-//! prefix so that the settings reference (tests/reference.rs) stays the product's own.
+//! prefix so that the settings reference (tests/integration/catalog/reference.rs) stays the product's own.
 //!
 //! `idempotency_test.fail_at` (`POINT:SQLSTATE`, empty = off): the [`fail_point`] named POINT
 //! returns an error with that SQLSTATE, from deep inside a call where scans, writers and SPI
-//! connections are alive (tests/error_guards.rs: each is dropped before the error is raised).
+//! connections are alive (tests/integration/security/error_guards.rs: each is dropped before the error is raised).
 
 use std::ffi::CString;
 

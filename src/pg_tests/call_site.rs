@@ -1,6 +1,6 @@
 //! In-backend tests of the result-row cache of idem_claim / idem_call (src/steps/result_row.rs).
 //! Its cross-transaction behaviour is tested with real
-//! sessions in tests/call_site_sessions.rs, which uses the hook below.
+//! sessions in tests/integration/claim/call_site.rs, which uses the hook below.
 
 #[pgrx::pg_schema]
 mod tests {

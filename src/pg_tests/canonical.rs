@@ -368,7 +368,7 @@ mod tests {
     }
 
     /// The size limit of idem_canonical at a small scale (the 1 GB case runs in
-    /// tests/canonical_limits.rs): exactly `limit` bytes fit, one more is 54000 with the limit in
+    /// tests/integration/catalog/canonical_limits.rs): exactly `limit` bytes fit, one more is 54000 with the limit in
     /// the message, whether the text grows token by token or by one long string.
     #[pg_test]
     fn canonical_limit_is_54000_at_any_size() {

@@ -1,0 +1,763 @@
+//! The SQL-level fuzzer (issue #16): every function of the extension, found in the catalog,
+//! called with random and hostile arguments: NULL in each position, empty and blank texts,
+//! texts at and past every length limit up to 1 MB (and 100 MB in the long form), invalid
+//! encodings (in a SQL_ASCII database), extreme intervals and timestamps, negative and huge
+//! numbers, JSON nested at and past Postgres' own limits, huge numbers, every escape.
+//!
+//! Each call must either succeed or raise a documented SQLSTATE (the table of
+//! docs/reference.md, or Postgres' own input errors listed in docs/errors.md); never `XX000`,
+//! never a crash. A call
+//! that fails must write nothing: the extension's tables, the effects table of `idem_call`'s
+//! targets and the session's advisory locks are fingerprinted after every call.
+//!
+//! IDEM_SQL_FUZZ_CALLS (default 6,000, the short form CI runs), IDEM_SQL_FUZZ_SEED (random
+//! unless given; printed), IDEM_SQL_FUZZ_THREADS (default 2, one database each, alternately
+//! UTF8 and SQL_ASCII), IDEM_SQL_FUZZ_HUGE=1 (also 100 MB texts). docs/fuzzing.md has the long
+//! form's command and figures.
+
+use crate::common;
+
+use std::collections::{BTreeMap, BTreeSet};
+use std::sync::Mutex;
+use std::time::Instant;
+
+use common::Client;
+
+crate::own_database!();
+use postgres::types::Type;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// A code in backticks at the start of each row of a markdown table in `text`.
+fn table_codes(text: &str) -> BTreeSet<String> {
+    text.lines()
+        .filter_map(|l| l.strip_prefix("| `"))
+        .filter_map(|l| l.split('`').next())
+        .map(str::to_string)
+        .collect()
+}
+
+/// The SQLSTATEs of docs/reference.md's table, but for the ones that mean a bug, and the
+/// errors Postgres raises while reading an argument (docs/errors.md, "Before the call").
+fn documented() -> BTreeSet<String> {
+    let text = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md"))
+        .expect("docs/reference.md");
+    let table = text.split("## SQLSTATEs").nth(1).expect("## SQLSTATEs");
+    let mut codes = table_codes(table.split("\n## ").next().unwrap_or(table));
+    assert!(codes.contains("P4000"), "the SQLSTATE table was not found");
+    codes.remove("XX000");
+    codes.remove("XX001");
+    let errors = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/errors.md"))
+        .expect("docs/errors.md");
+    let before = errors
+        .split("\n## Before the call\n")
+        .nth(1)
+        .expect("## Before the call");
+    let before = table_codes(before.split("\n## ").next().unwrap_or(before));
+    assert!(
+        before.contains("22P02"),
+        "docs/errors.md's Before the call table was not found"
+    );
+    codes.extend(before);
+    codes
+}
+
+struct Function {
+    /// `idempotency.name(type, ...)`, for messages.
+    signature: String,
+    /// `schema.name`, quoted.
+    name: String,
+    args: Vec<(String, String)>, // (name, type)
+}
+
+fn functions(db: &mut Client) -> Vec<Function> {
+    db.query(
+        "SELECT p.oid::regprocedure::text, \
+                quote_ident(p.pronamespace::regnamespace::text) || '.' || quote_ident(p.proname), \
+                ARRAY(SELECT pg_catalog.format_type(t, NULL) \
+                      FROM unnest(p.proargtypes::oid[]) WITH ORDINALITY u(t, i) ORDER BY i), \
+                ARRAY(SELECT coalesce(p.proargnames[i], '') \
+                      FROM generate_series(1, p.pronargs) i) \
+         FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid \
+         JOIN pg_extension e ON e.oid = d.refobjid \
+         WHERE e.extname = 'idempotency' AND d.deptype = 'e' \
+           AND p.pronamespace::regnamespace::text <> 'tests' ORDER BY 1",
+        &[],
+    )
+    .expect("the extension's functions")
+    .into_iter()
+    .map(|row| {
+        let types: Vec<String> = row.get(2);
+        let names: Vec<String> = row.get(3);
+        Function {
+            signature: row.get(0),
+            name: row.get(1),
+            args: names.into_iter().zip(types).collect(),
+        }
+    })
+    .collect()
+}
+
+/// One argument: a value as text (cast to the parameter's type in SQL), or raw bytes (SQL_ASCII
+/// databases only), or NULL.
+#[derive(Clone)]
+enum Arg {
+    Null,
+    Text(String),
+    Bytes(Vec<u8>),
+}
+
+impl Arg {
+    fn show(&self) -> String {
+        match self {
+            Arg::Null => "NULL".into(),
+            Arg::Text(t) if t.len() > 80 => {
+                let cut: String = t.chars().take(60).collect();
+                format!("'{cut}…' ({} bytes)", t.len())
+            }
+            Arg::Text(t) => format!("'{t}'"),
+            Arg::Bytes(b) if b.len() > 40 => {
+                format!("bytes {:02x?}… ({} bytes)", &b[..20], b.len())
+            }
+            Arg::Bytes(b) => format!("bytes {b:02x?}"),
+        }
+    }
+}
+
+struct Gen {
+    rng: StdRng,
+    ascii_db: bool,
+    huge: bool,
+    /// The scope and key of the last claim, and whether this call finishes it (so that
+    /// completes, fails and checkpoints meet a `processing` record, not only missing ones).
+    last: Option<(String, String)>,
+    finish_last: bool,
+}
+
+const SCOPES: &[&str] = &["s", "t", "tenant/a", "ü"];
+const KEYS: &[&str] = &["k1", "k2", "k3", "order-7"];
+
+impl Gen {
+    fn pick<'a>(&mut self, items: &[&'a str]) -> &'a str {
+        items[self.rng.random_range(0..items.len())]
+    }
+
+    fn repeat(&mut self, unit: &str, bytes: usize) -> String {
+        unit.repeat(bytes / unit.len().max(1) + 1)[..bytes].to_string()
+    }
+
+    fn text(&mut self, name: &str) -> Arg {
+        let pool_hit = self.rng.random_bool(0.55);
+        if pool_hit {
+            let v = match name {
+                "scope" | "consumer" | "stream" | "topic" => self.pick(SCOPES),
+                "key" | "message_id" | "entity" | "dedupe_key" => self.pick(KEYS),
+                "request_hash" | "message_hash" => self.pick(&["h1", "h2", "sha256:00"]),
+                "sqlstate" => self.pick(&[
+                    "40001", "40P01", "P4002", "XX000", "0800", "080000", "08006", "57014",
+                    "p4002", "ab_de",
+                ]),
+                "profile" => self.pick(&[
+                    "app",
+                    "publisher",
+                    "monitor",
+                    "admin",
+                    "",
+                    "APP",
+                    "app; drop",
+                ]),
+                "claimed_by" => self.pick(&["worker-1", "w2"]),
+                _ => self.pick(&["x", "42", "{}", "worker", "timeout"]),
+            };
+            return Arg::Text(v.to_string());
+        }
+        let hostile = match self.rng.random_range(0..16) {
+            0 => String::new(),
+            1 => " \t\n\r ".into(),
+            2 => self.repeat("a", 255),
+            3 => self.repeat("b", 256),
+            4 => self.repeat("é", 256), // 2-byte characters around the byte limits
+            5 => self.repeat("m", 8192),
+            6 => self.repeat("n", 8193),
+            7 => self.repeat("q", 1 << 20),
+            8 => "'; DROP TABLE idempotency.requests; --".into(),
+            9 => "%s%n%x\\\\\"'".into(),
+            10 => "\u{2028}\u{feff}\u{10ffff}🦀".into(),
+            11 => "e\u{301}".into(),
+            12 if self.huge && self.rng.random_bool(0.02) => self.repeat("z", 100 << 20),
+            13 if self.ascii_db => {
+                let raw: &[&[u8]] = &[
+                    b"\xff\xfe",
+                    b"\xc3",
+                    b"\xed\xa0\x80",
+                    b"a\x80b",
+                    b"\xf4\x90\x80\x80",
+                ];
+                return Arg::Bytes(raw[self.rng.random_range(0..raw.len())].to_vec());
+            }
+            14 => "\\u0000".into(),
+            _ => format!("{}", self.rng.random::<u64>()),
+        };
+        Arg::Text(hostile)
+    }
+
+    fn nested(&mut self, depth: usize, object: bool) -> String {
+        let (open, close) = if object { ("{\"a\":", "}") } else { ("[", "]") };
+        format!("{}1{}", open.repeat(depth), close.repeat(depth))
+    }
+
+    fn json(&mut self, name: &str) -> Arg {
+        if name == "headers" && self.rng.random_bool(0.5) {
+            let v = self.pick(&[
+                "{}",
+                "{\"retry-after\":\"1\"}",
+                "{\"a\":1}",
+                "[]",
+                "\"x\"",
+                "{\"bad\\nname\":\"v\"}",
+                "{\"x\":\"a\\r\\nb\"}",
+            ]);
+            return Arg::Text(v.into());
+        }
+        let v = match self.rng.random_range(0..24) {
+            0 => "{}".into(),
+            1 => "[]".into(),
+            2 => "null".into(),
+            3 => "\"\"".into(),
+            4 => "{\"b\":2,\"a\":[1,2.50,-0,1e2]}".into(),
+            5 => "1e308".into(),
+            6 => "1e400".into(),
+            7 => "-1e-400".into(),
+            8 => "123456789012345678901234567890.5".into(),
+            9 => "\"\\ud800\"".into(),
+            10 => "\"\\u0000\"".into(),
+            11 => "\"\\\"\\\\\\/\\b\\f\\n\\r\\t\\u2028\\ud83e\\udd80\"".into(),
+            12 => "{\"a\":1,\"a\":2}".into(),
+            13 => self.nested(100, false),
+            14 => self.nested(1000, true),
+            15 => self.nested(6000, false),
+            16 => self.nested(20000, false),
+            17 => {
+                let object = self.rng.random_bool(0.5);
+                self.nested(200_000, object)
+            }
+            18 => format!("\"{}\"", self.repeat("j", 1 << 20)),
+            19 => format!("[{}]", vec!["0.1"; 50_000].join(",")),
+            20 => format!(
+                "{{{}}}",
+                (0..3000)
+                    .map(|i| format!("\"k{i:05}\":{i}"))
+                    .collect::<Vec<_>>()
+                    .join(",")
+            ),
+            21 => "{\"status\":200,\"headers\":{},\"body\":\"ok\"}".into(),
+            22 => "not json".into(),
+            _ => "[1,\"two\",{\"3\":[true,false,null]}]".into(),
+        };
+        Arg::Text(v)
+    }
+
+    /// A well-formed value of `ty` for an argument called `name`, from small pools, so that
+    /// calls get past the input rules and meet each other's records.
+    fn valid(&mut self, name: &str, ty: &str) -> Arg {
+        let v: String = match (name, ty) {
+            (_, "text") => return self.pooled_text(name),
+            ("headers", _) => "{}".into(),
+            ("response", _) if self.rng.random_bool(0.5) => self
+                .pick(&[
+                    "{\"status\":500,\"headers\":{},\"body\":\"down\"}",
+                    "{\"status\":409,\"headers\":{\"content-type\":\"text/plain\"},\"body\":null}",
+                ])
+                .into(),
+            (_, "jsonb" | "json") => self
+                .pick(&[
+                    "{}",
+                    "{\"amount\":10,\"currency\":\"EUR\"}",
+                    "[1,2]",
+                    "{\"b\":2,\"a\":1}",
+                ])
+                .into(),
+            // NULL: the current attempt, which is what most callers pass.
+            ("attempt", _) if self.rng.random_bool(0.7) => return Arg::Null,
+            ("attempt", _) => self.pick(&["1", "2"]).into(),
+            ("status", _) => self.pick(&["200", "201", "404", "500"]).into(),
+            (_, "integer") => self.pick(&["1", "10", "100"]).into(),
+            (_, "bigint") => self.pick(&["1", "2", "3", "5", "8"]).into(),
+            (_, "bigint[]") => self.pick(&["{1,2,3}", "{4}", "{}"]).into(),
+            (_, "boolean") => self.pick(&["true", "false"]).into(),
+            ("wait", _) => self.pick(&["0", "5 ms"]).into(),
+            ("lease", _) => self
+                .pick(&["30 s", "1 min", "10 ms", "1 microsecond"])
+                .into(),
+            (_, "interval") => self.pick(&["1 day", "1 min", "0", "10 ms"]).into(),
+            (_, "timestamp with time zone") => self.pick(&["now", "2026-11-23 12:00+00"]).into(),
+            (_, "regprocedure") => self
+                .pick(&[
+                    "fuzz.effect(jsonb)",
+                    "fuzz.fails(jsonb)",
+                    "fuzz.retryable(jsonb)",
+                    "fuzz.returns_null(jsonb)",
+                ])
+                .into(),
+            (_, "regrole") => "fuzz_app".into(),
+            (_, "text[]") => "{amount}".into(),
+            _ => return self.arg(name, ty),
+        };
+        Arg::Text(v)
+    }
+
+    fn pooled_text(&mut self, name: &str) -> Arg {
+        if let (true, Some((scope, key))) = (self.finish_last, &self.last) {
+            match name {
+                "scope" => return Arg::Text(scope.clone()),
+                "key" => return Arg::Text(key.clone()),
+                _ => {}
+            }
+        }
+        let v = match name {
+            "scope" | "consumer" | "stream" | "topic" => self.pick(SCOPES),
+            "key" | "message_id" | "entity" | "dedupe_key" => self.pick(KEYS),
+            "request_hash" | "message_hash" => self.pick(&["h1", "h2"]),
+            "sqlstate" => self.pick(&["40001", "40P01", "P4002", "XX000", "08006", "57014"]),
+            "profile" => self.pick(&["app", "publisher", "monitor", "upkeep"]),
+            "claimed_by" => self.pick(&["worker-1", "w2"]),
+            "code" => self.pick(&["E_CARD", "timeout"]),
+            _ => self.pick(&["x", "step-2", "down"]),
+        };
+        Arg::Text(v.to_string())
+    }
+
+    /// The arguments of one call: all well-formed, or well-formed but one, or all random.
+    fn args(&mut self, f: &Function) -> Vec<Arg> {
+        let n = f.args.len();
+        let mode = self.rng.random_range(0..10);
+        let odd = if n > 0 {
+            self.rng.random_range(0..n)
+        } else {
+            0
+        };
+        f.args
+            .iter()
+            .enumerate()
+            .map(|(i, (name, ty))| match mode {
+                0..=3 => self.valid(name, ty),
+                4..=8 if i != odd => self.valid(name, ty),
+                _ => self.arg(name, ty),
+            })
+            .collect()
+    }
+
+    fn arg(&mut self, name: &str, ty: &str) -> Arg {
+        if self.rng.random_bool(0.12) {
+            return Arg::Null;
+        }
+        let v: String = match ty {
+            "text" => return self.text(name),
+            "jsonb" | "json" => return self.json(name),
+            "integer" => self
+                .pick(&[
+                    "0",
+                    "1",
+                    "2",
+                    "3",
+                    "-1",
+                    "100",
+                    "1000",
+                    "2147483647",
+                    "-2147483648",
+                    "2147483648",
+                    "x",
+                ])
+                .into(),
+            "bigint" => self
+                .pick(&[
+                    "0",
+                    "1",
+                    "-1",
+                    "2",
+                    "9223372036854775807",
+                    "-9223372036854775808",
+                    "9223372036854775808",
+                ])
+                .into(),
+            "bigint[]" => match self.rng.random_range(0..8) {
+                0 => "{}".into(),
+                1 => "{1,2,3}".into(),
+                2 => "{NULL}".into(),
+                3 => "{-1,9223372036854775807}".into(),
+                4 => "{{1,2},{3,4}}".into(),
+                5 => "[5:6]={1,2}".into(),
+                6 => format!(
+                    "{{{}}}",
+                    (1..20_000)
+                        .map(|i| i.to_string())
+                        .collect::<Vec<_>>()
+                        .join(",")
+                ),
+                _ => "{x}".into(),
+            },
+            "boolean" => self.pick(&["true", "false", "maybe"]).into(),
+            "interval" if name == "wait" => self
+                .pick(&["0", "1 ms", "15 ms", "-1 ms", "-infinity"])
+                .into(),
+            "interval" => self
+                .pick(&[
+                    "1 microsecond",
+                    "10 ms",
+                    "30 s",
+                    "1 day",
+                    "0",
+                    "-1 s",
+                    "-178000000 years",
+                    "178000000 years",
+                    "infinity",
+                    "-infinity",
+                    "1 mon -30 days",
+                    "1 mon -31 days",
+                    "P1Y2M3DT4H5M6S",
+                    "2147483647 days",
+                    "oops",
+                ])
+                .into(),
+            "timestamp with time zone" => self
+                .pick(&[
+                    "now",
+                    "infinity",
+                    "-infinity",
+                    "epoch",
+                    "4713-01-01 00:00 BC",
+                    "294276-12-31 23:59:59+00",
+                    "2026-11-23 12:00+00",
+                    "garbage",
+                ])
+                .into(),
+            "regprocedure" => self
+                .pick(&[
+                    "fuzz.effect(jsonb)",
+                    "fuzz.fails(jsonb)",
+                    "fuzz.retryable(jsonb)",
+                    "fuzz.returns_null(jsonb)",
+                    "fuzz.wrong(integer)",
+                    "fuzz.setof(jsonb)",
+                    "fuzz.definer(jsonb)",
+                    "0",
+                    "4294967295",
+                    "pg_catalog.jsonb_typeof(jsonb)",
+                    "nosuch(jsonb)",
+                    "fuzz.effect",
+                ])
+                .into(),
+            "regrole" => self
+                .pick(&[
+                    "fuzz_app",
+                    "fuzz_other",
+                    "postgres",
+                    "nosuch",
+                    "0",
+                    "\"fuzz_app\"",
+                ])
+                .into(),
+            "idempotency.idem_claim_result" | "idem_claim_result" => self
+                .pick(&[
+                    "(new_claim,1,,,,,,)",
+                    "(replay_success,1,\"{\"\"status\"\":201,\"\"body\"\":\"\"x\"\"}\",,,,,)",
+                    "(replay_success,1,\"{\"\"status\"\":99}\",,,,,)",
+                    "(replay_failure,2,\"{}\",,P0001,boom,,)",
+                    "(processing_active,3,,,,,\"2026-11-23 12:00+00\",)",
+                    "(hash_mismatch,1,,,,,,)",
+                    "(,,,,,,,)",
+                    "(replay_success,1,\"[1,2]\",,,,,)",
+                    "(1,2)",
+                ])
+                .into(),
+            _ => self.pick(&["", "0", "x"]).into(),
+        };
+        Arg::Text(v)
+    }
+}
+
+/// A database of its own for one thread: the targets `idem_call` may be given, two roles.
+fn prepare(admin: &mut Client, db: &str, ascii: bool) {
+    let encoding = if ascii { "SQL_ASCII" } else { "UTF8" };
+    admin
+        .batch_execute(&format!("DROP DATABASE IF EXISTS {db}"))
+        .expect("drop");
+    admin
+        .batch_execute(&format!(
+            "CREATE DATABASE {db} TEMPLATE template0 ENCODING '{encoding}' LC_COLLATE 'C' LC_CTYPE 'C'"
+        ))
+        .expect("create database");
+    let mut c = cluster().connect(db);
+    c.batch_execute(
+        "CREATE EXTENSION idempotency;
+         CREATE SCHEMA fuzz;
+         CREATE TABLE fuzz.effects (request jsonb);
+         CREATE FUNCTION fuzz.effect(r jsonb) RETURNS jsonb LANGUAGE sql
+           AS $$ INSERT INTO fuzz.effects VALUES (r) RETURNING jsonb_build_object('ok', true) $$;
+         CREATE FUNCTION fuzz.fails(r jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+           BEGIN INSERT INTO fuzz.effects VALUES (r); RAISE EXCEPTION 'final' USING ERRCODE = 'P0001'; END $$;
+         CREATE FUNCTION fuzz.retryable(r jsonb) RETURNS jsonb LANGUAGE plpgsql AS $$
+           BEGIN INSERT INTO fuzz.effects VALUES (r); RAISE EXCEPTION 'again' USING ERRCODE = '40001'; END $$;
+         CREATE FUNCTION fuzz.returns_null(r jsonb) RETURNS jsonb LANGUAGE sql AS $$ SELECT NULL::jsonb $$;
+         CREATE FUNCTION fuzz.wrong(i integer) RETURNS jsonb LANGUAGE sql AS $$ SELECT '1'::jsonb $$;
+         CREATE FUNCTION fuzz.setof(r jsonb) RETURNS SETOF jsonb LANGUAGE sql AS $$ SELECT r $$;
+         CREATE FUNCTION fuzz.definer(r jsonb) RETURNS jsonb LANGUAGE sql SECURITY DEFINER
+           AS $$ INSERT INTO fuzz.effects VALUES (r) RETURNING r $$;
+         SELECT idem_grant('fuzz_app', 'app');
+         GRANT USAGE ON SCHEMA fuzz TO fuzz_app;
+         GRANT INSERT ON fuzz.effects TO fuzz_app;
+         GRANT EXECUTE ON ALL FUNCTIONS IN SCHEMA fuzz TO fuzz_app;",
+    )
+    .expect("prepare the fuzz database");
+}
+
+/// Everything a call could have written, as one text.
+const FINGERPRINT: &str = "SELECT concat_ws('|', \
+    (SELECT count(*) || ':' || coalesce(sum(hashtext(r::text)::int8), 0) FROM idempotency.requests r), \
+    (SELECT count(*) || ':' || coalesce(sum(hashtext(r::text)::int8), 0) FROM idempotency.inbox r), \
+    (SELECT count(*) || ':' || coalesce(sum(hashtext(r::text)::int8), 0) FROM idempotency.versions r), \
+    (SELECT count(*) || ':' || coalesce(sum(hashtext(r::text)::int8), 0) FROM idempotency.outbox r), \
+    (SELECT count(*) || ':' || coalesce(sum(hashtext(r::text)::int8), 0) FROM fuzz.effects r), \
+    (SELECT count(*) FROM pg_locks l JOIN pg_database d ON d.oid = l.database \
+     WHERE l.locktype = 'advisory' AND d.datname = current_database()))";
+
+#[derive(Default)]
+struct Tally {
+    calls: u64,
+    ok: u64,
+    errors: BTreeMap<String, u64>,
+    per_function: BTreeMap<String, (u64, u64)>,
+}
+
+/// The statement calling `f` with `args`: each argument a text parameter cast to its type.
+fn statement(f: &Function, args: &[Arg], in_from: bool) -> (String, Vec<Type>) {
+    let mut types = Vec::new();
+    let exprs: Vec<String> = args
+        .iter()
+        .zip(&f.args)
+        .map(|(arg, (_, ty))| match arg {
+            Arg::Null => format!("NULL::{ty}"),
+            Arg::Text(_) => {
+                types.push(Type::TEXT);
+                format!("(${}::text)::{ty}", types.len())
+            }
+            Arg::Bytes(_) => {
+                types.push(Type::BYTEA);
+                format!("convert_from(${}::bytea, 'SQL_ASCII')::{ty}", types.len())
+            }
+        })
+        .collect();
+    let call = format!("{}({})", f.name, exprs.join(", "));
+    let sql = if in_from {
+        format!("SELECT count(*) FROM {call} AS r")
+    } else {
+        format!("SELECT ({call}) IS NULL")
+    };
+    (sql, types)
+}
+
+fn run_thread(
+    index: usize,
+    calls: u64,
+    seed: u64,
+    huge: bool,
+    allowed: &BTreeSet<String>,
+) -> Tally {
+    let ascii = index % 2 == 1;
+    let db = format!("fuzz_{index}");
+    prepare(&mut cluster().connect("postgres"), &db, ascii);
+    let mut admin = cluster().connect(&db);
+    let mut app = cluster().connect_as(&db, "fuzz_app");
+    for c in [&mut admin, &mut app] {
+        c.batch_execute("SET statement_timeout = '10s'; SET lock_timeout = '5s'")
+            .expect("timeouts");
+    }
+    let list = functions(&mut admin);
+    assert!(list.len() >= 20, "only {} functions found", list.len());
+    let mut g = Gen {
+        rng: StdRng::seed_from_u64(seed ^ (index as u64).wrapping_mul(0x9e37_79b9)),
+        ascii_db: ascii,
+        huge,
+        last: None,
+        finish_last: false,
+    };
+    let mut tally = Tally::default();
+    let mut before: String = admin
+        .query_one(FINGERPRINT, &[])
+        .expect("fingerprint")
+        .get(0);
+    for n in 0..calls {
+        if n > 0 && n % 50_000 == 0 {
+            eprintln!("sql fuzz: thread {index}: {n} of {calls} calls");
+        }
+        if n % 400 == 399 {
+            admin
+                .batch_execute(
+                    "TRUNCATE idempotency.requests, idempotency.inbox, idempotency.versions, \
+                     idempotency.outbox, fuzz.effects",
+                )
+                .expect("truncate");
+            before = admin
+                .query_one(FINGERPRINT, &[])
+                .expect("fingerprint")
+                .get(0);
+        }
+        let f = &list[g.rng.random_range(0..list.len())];
+        let finisher = [
+            "idem_complete",
+            "idem_fail",
+            "idem_checkpoint",
+            "idem_http_fail",
+        ]
+        .iter()
+        .any(|n| f.name.ends_with(&format!(".{n}")));
+        g.finish_last = finisher && g.rng.random_bool(0.7);
+        let args = g.args(f);
+        let in_from = g.rng.random_bool(0.5);
+        let (sql, types) = statement(f, &args, in_from);
+        let as_app = g.rng.random_bool(0.3);
+        let client = if as_app { &mut app } else { &mut admin };
+        let shown = || {
+            format!(
+                "{} as {} with ({}) [seed {seed:#x}, thread {index}, call {n}]",
+                f.signature,
+                if as_app { "fuzz_app" } else { "postgres" },
+                args.iter().map(Arg::show).collect::<Vec<_>>().join(", ")
+            )
+        };
+        let params: Vec<Box<dyn postgres::types::ToSql + Sync>> = args
+            .iter()
+            .filter_map(|a| match a {
+                Arg::Null => None,
+                Arg::Text(t) => Some(Box::new(t.clone()) as Box<dyn postgres::types::ToSql + Sync>),
+                Arg::Bytes(b) => {
+                    Some(Box::new(b.clone()) as Box<dyn postgres::types::ToSql + Sync>)
+                }
+            })
+            .collect();
+        let refs: Vec<&(dyn postgres::types::ToSql + Sync)> =
+            params.iter().map(|b| b.as_ref()).collect();
+        let result = client
+            .prepare_typed(&sql, &types)
+            .and_then(|stmt| client.query(&stmt, &refs));
+        assert!(!client.is_closed(), "the session closed after {}", shown());
+        // Postgres sends an error before it releases the failed transaction's locks: one more
+        // round trip on the same session makes sure the abort is over before the fingerprint.
+        if let Err(e) = client.batch_execute("") {
+            panic!("the session is unusable after {}: {e:?}", shown());
+        }
+        tally.calls += 1;
+        let entry = tally.per_function.entry(f.name.clone()).or_default();
+        let after: String = match admin.query_one(FINGERPRINT, &[]) {
+            Ok(row) => row.get(0),
+            Err(e) => panic!("the fingerprint failed after {}: {e:?}", shown()),
+        };
+        match result {
+            Ok(_) => {
+                tally.ok += 1;
+                entry.0 += 1;
+                if f.name.ends_with(".idem_claim")
+                    && let (Arg::Text(scope), Arg::Text(key)) = (&args[0], &args[1])
+                {
+                    g.last = Some((scope.clone(), key.clone()));
+                }
+            }
+            Err(e) => {
+                entry.1 += 1;
+                let Some(code) = e.code().map(|c| c.code().to_string()) else {
+                    panic!("no SQLSTATE (connection lost?) from {}: {e}", shown());
+                };
+                // idem_call re-raises its target's transient errors unchanged (documented).
+                let transient = f.name.ends_with(".idem_call")
+                    && admin
+                        .query_one("SELECT idem_retryable($1)", &[&code])
+                        .map(|r| r.get::<_, bool>(0))
+                        .unwrap_or(false);
+                assert!(
+                    allowed.contains(&code) || transient,
+                    "{} raised {code}, which is not documented: {e:?}",
+                    shown()
+                );
+                assert_eq!(before, after, "{} failed with {code} but wrote", shown());
+                *tally.errors.entry(code).or_default() += 1;
+            }
+        }
+        before = after;
+    }
+    tally
+}
+
+#[test]
+fn every_function_survives_hostile_arguments() {
+    let calls: u64 = env("IDEM_SQL_FUZZ_CALLS", 6_000);
+    let threads: usize = env("IDEM_SQL_FUZZ_THREADS", 2) as usize;
+    let seed = std::env::var("IDEM_SQL_FUZZ_SEED")
+        .ok()
+        .and_then(|s| u64::from_str_radix(s.trim_start_matches("0x"), 16).ok())
+        .unwrap_or_else(rand::random);
+    let huge = std::env::var("IDEM_SQL_FUZZ_HUGE").is_ok_and(|v| v == "1");
+    eprintln!("sql fuzz: {calls} calls, {threads} threads, IDEM_SQL_FUZZ_SEED={seed:#x}");
+    let allowed = documented();
+    cluster()
+        .connect("postgres")
+        .batch_execute("CREATE ROLE fuzz_app LOGIN; CREATE ROLE fuzz_other")
+        .expect("roles");
+    let started = Instant::now();
+    let total = Mutex::new(Tally::default());
+    std::thread::scope(|s| {
+        for index in 0..threads {
+            let (allowed, total) = (&allowed, &total);
+            let share = calls / threads as u64 + u64::from((index as u64) < calls % threads as u64);
+            s.spawn(move || {
+                let t = run_thread(index, share, seed, huge, allowed);
+                let mut all = total.lock().expect("tally");
+                all.calls += t.calls;
+                all.ok += t.ok;
+                for (k, v) in t.errors {
+                    *all.errors.entry(k).or_default() += v;
+                }
+                for (k, (a, b)) in t.per_function {
+                    let e = all.per_function.entry(k).or_default();
+                    e.0 += a;
+                    e.1 += b;
+                }
+            });
+        }
+    });
+    let total = total.into_inner().expect("tally");
+    let log = cluster().log();
+    for bad in ["terminated by signal", "PANIC", "was terminated", "TRAP:"] {
+        assert!(!log.contains(bad), "the server log has {bad:?}:\n{log}");
+    }
+    eprintln!(
+        "sql fuzz: {} calls in {:.0?}: {} succeeded; errors by SQLSTATE: {:?}",
+        total.calls,
+        started.elapsed(),
+        total.ok,
+        total.errors
+    );
+    for (f, (ok, err)) in &total.per_function {
+        eprintln!("  {f:<28} {ok:>8} ok {err:>8} errors");
+    }
+    assert_eq!(total.calls, calls);
+    // A fuzzer that never gets past the input rules tests nothing.
+    // idem_distribute can only succeed on a Citus coordinator (tests/clusters/citus.rs); here it must
+    // refuse with P4060, which the SQLSTATE check above enforces.
+    let untouched: Vec<_> = total
+        .per_function
+        .iter()
+        .filter(|(f, (ok, _))| *ok == 0 && !f.ends_with(".idem_distribute"))
+        .map(|(f, _)| f)
+        .collect();
+    assert!(
+        calls < 3000 || untouched.is_empty(),
+        "no call of {untouched:?} succeeded"
+    );
+}
+
+fn env(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
