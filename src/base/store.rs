@@ -48,7 +48,8 @@ pub trait Store {
     fn lock_for_claim(&mut self, scope: &[u8], key: &[u8]) -> Step<Option<Record>>;
 
     /// For a complete / fail / checkpoint: the record of `target`, locked, if it is the current
-    /// attempt of a transaction that began at `txn` or later (`Record::is_current`).
+    /// attempt (`Record::is_current`). The direct path also needs it claimed at or before `txn`,
+    /// the start of this transaction (`idem_protocol::may_change_directly`); SQL ignores `txn`.
     fn lock_current(&mut self, target: Target<'_>, txn: i64) -> Step<Option<Record>>;
 
     /// Before the key's lock is tried for a new record: what the insert needs (the direct path

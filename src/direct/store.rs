@@ -1,6 +1,8 @@
 //! The direct path as a [`Store`]: reads through [`Lookup`], writes through [`Writer`]. It
-//! declines ([`Stop::UseSql`], having written nothing) whatever `direct/rules.rs` leaves to SQL,
-//! and a claim's row lock (`FOR UPDATE SKIP LOCKED`), which only SQL takes.
+//! declines ([`Stop::UseSql`], having written nothing) whatever `direct/rules.rs` leaves to SQL;
+//! a claim's row lock (`FOR UPDATE SKIP LOCKED`), which only SQL takes; a change of a record
+//! that is missing or not the current attempt (`idem_protocol::may_change_directly`), which SQL
+//! explains; and an update that found the row changed since it was read.
 
 use pgrx::pg_sys;
 
@@ -84,7 +86,9 @@ impl Store for Direct {
         _hash: &[u8],
         _claimed_by: Option<&[u8]>,
     ) -> Step<()> {
-        // Row-level security sends every read to SQL (`rules::may_read`): no policy applies here.
+        // Row-level security sends every read to SQL (`rules::may_read`): no policy applies
+        // here. The key is someone else's: nothing will be written.
+        self.writer = None;
         Ok(())
     }
 

@@ -5,7 +5,7 @@
 use crate::base::errors::Result;
 use crate::base::record::Record;
 pub use crate::base::store::Target;
-use crate::base::store::{Step, Store};
+use crate::base::store::{Step, Stop, Store};
 use crate::spi::{Conn, LazyConn};
 use crate::steps::seam;
 pub use crate::steps::seam::Path;
@@ -52,7 +52,7 @@ pub fn change_attempt_at(
     path: Path,
     clock: Clock,
 ) -> Result<core::result::Result<Changed, Option<Record>>> {
-    // A change carries nothing from the direct path to SQL: its scan is closed on return.
+    // A change answers with nothing read directly (`change_with`): its scan is closed on return.
     let mut direct = None;
     seam::run(path, &mut direct, conn, Conn::open, |store| {
         change_with(store, target, transition, clock)
@@ -71,6 +71,11 @@ fn change_with(
         if store.update(&new)? {
             return Ok(Ok(Changed::of(&new, store.direct())));
         }
+    }
+    if store.direct() {
+        // What the direct path reads lives in its scan, which is closed when the change
+        // returns: SQL reads the record that explains a change not made.
+        return Err(Stop::UseSql);
     }
     Ok(Err(store.find(target.scope, target.key)?))
 }

@@ -17,9 +17,9 @@ pub enum Path {
     Sql,
 }
 
-/// Run `step` on the direct path, opened into `direct` unless it is open already, and through
-/// SQL (on `conn`, opened with `open_sql` if it is not) when the direct path is closed to this
-/// call or declines. `step` may run twice: it keeps what it learnt (a record it read) outside,
+/// Run `step` on the direct path, opened into `direct` (which must be `None`: every step reads
+/// with a snapshot of its own), and through SQL (on `conn`, opened with `open_sql` if it is
+/// not) when the direct path is closed to this call or declines. `step` may run twice: it keeps what it learnt (a record it read) outside,
 /// so that SQL goes on from there. What was read directly points into `direct`, and what was
 /// read through SQL into `conn`: the caller keeps both while it uses the answer.
 pub fn run<T>(
@@ -30,9 +30,8 @@ pub fn run<T>(
     mut step: impl FnMut(&mut dyn Store) -> Step<T>,
 ) -> Result<T> {
     if path == Path::DirectOrSql {
-        if direct.is_none() {
-            *direct = Direct::open()?;
-        }
+        debug_assert!(direct.is_none(), "a Direct from another step");
+        *direct = Direct::open()?;
         if let Some(store) = direct.as_mut() {
             match step(store) {
                 Ok(done) => return Ok(done),

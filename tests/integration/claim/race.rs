@@ -2,7 +2,8 @@
 //! `idempotency_test.pause_before_key_lock` (src/base/test_points.rs, `pg_test` builds only): a new
 //! key's claim stops between its first read (no record) and its try-lock on the key, while
 //! another session commits a claim of the same key. Without the re-read after the lock
-//! (`claim_new_key` in src/entry/claim.rs) the paused claim inserts a second record: 23505.
+//! (`Store::insert`, in src/direct/store.rs and src/spi/record_sql.rs) the paused claim inserts a
+//! second record: 23505.
 
 use crate::permutation::Spec;
 
