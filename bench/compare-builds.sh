@@ -2,7 +2,11 @@
 # Before/after: the same pgbench workloads against release builds of two commits, side by side
 # in one run. Both builds serve one throw-away cluster in turn (the library is swapped and the
 # server restarted between steps), in ABBA order per round, so drift and noise fall on both.
-# Reports each workload's median throughput per build and the ratio B/A.
+# Reports each workload's median throughput per build and the ratio B/A, and the median server
+# CPU per transaction: the user + system time of the server processes that exited during the
+# step (the pgbench backends, any autovacuum worker), which the postmaster sums as it reaps
+# them. On a shared machine throughput follows the other load; CPU time per transaction much
+# less so.
 #
 # Usage: bench/compare-builds.sh REV_A REV_B [rounds=3] [seconds=10] [clients=4]
 #   e.g. bench/compare-builds.sh 64a1e81 HEAD
@@ -83,6 +87,8 @@ idempotency.worker_enabled = off
 EOF
 chown postgres "$data/postgresql.conf" "$WORK"
 start() { as_pg env -u RUST_BACKTRACE "$pg/bin/pg_ctl" -D "$data" -l "$WORK/server.log" -w start >/dev/null; }
+# CPU time of the postmaster's reaped children (cutime + cstime), in clock ticks.
+reaped() { awk '{print $16 + $17}' "/proc/$(head -1 "$data/postmaster.pid")/stat"; }
 psql=("$pg/bin/psql" -X -q -h "$WORK" -p "$PORT" -U postgres)
 
 use "$b"
@@ -101,11 +107,15 @@ for round in $(seq 1 "$rounds"); do
     use "$dir"
     start
     for w in $WORKLOADS; do
-      tps=$("$pg/bin/pgbench" -n -M prepared -h "$WORK" -p "$PORT" -U postgres -c "$clients" \
-        -j 2 -T "$seconds" -f "$repo/bench/scripts/$w.ext.sql" bench 2>&1 |
-        sed -nE 's/^tps = ([0-9.]+).*/\1/p')
-      printf '%s\t%s\t%s\t%s\n' "$round" "$which" "$w" "$tps" >>"$results"
-      log "round $round build $which $w: $tps tps"
+      before=$(reaped)
+      out=$("$pg/bin/pgbench" -n -M prepared -h "$WORK" -p "$PORT" -U postgres -c "$clients" \
+        -j 2 -T "$seconds" -f "$repo/bench/scripts/$w.ext.sql" bench 2>&1)
+      tps=$(sed -nE 's/^tps = ([0-9.]+).*/\1/p' <<<"$out")
+      done_n=$(sed -nE 's/^number of transactions actually processed: ([0-9]+).*/\1/p' <<<"$out")
+      sleep 1 # the backends exit and are reaped
+      cpu=$(python3 -c "print(round(($(reaped) - $before) * 1e6 / $(getconf CLK_TCK) / $done_n, 1))")
+      printf '%s\t%s\t%s\t%s\t%s\n' "$round" "$which" "$w" "$tps" "$cpu" >>"$results"
+      log "round $round build $which $w: $tps tps, $cpu us server CPU per transaction"
     done
   done
 done
@@ -115,9 +125,11 @@ echo "A = $(git -C "$repo" rev-parse --short "$rev_a"), B = $(git -C "$repo" rev
 python3 - "$results" <<'EOF'
 import statistics, sys
 rows = [l.split("\t") for l in open(sys.argv[1]).read().split("\n") if l]
-print("| workload | A median tps | B median tps | B/A |")
-print("|---|---:|---:|---:|")
+print("| workload | A median tps | B median tps | B/A | A µs CPU/txn | B µs CPU/txn | B/A |")
+print("|---|---:|---:|---:|---:|---:|---:|")
 for w in dict.fromkeys(r[2] for r in rows):
-    med = {x: statistics.median(float(r[3]) for r in rows if r[1] == x and r[2] == w) for x in "ab"}
-    print(f"| {w} | {med['a']:.0f} | {med['b']:.0f} | {med['b'] / med['a']:.3f} |")
+    med = {(x, c): statistics.median(float(r[c]) for r in rows if r[1] == x and r[2] == w)
+           for x in "ab" for c in (3, 4)}
+    print(f"| {w} | {med['a', 3]:.0f} | {med['b', 3]:.0f} | {med['b', 3] / med['a', 3]:.3f} "
+          f"| {med['a', 4]:.1f} | {med['b', 4]:.1f} | {med['b', 4] / med['a', 4]:.3f} |")
 EOF

@@ -1,9 +1,8 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules are layers, each a
-//! folder (`entry`, `steps`, `direct`, `spi`, `base`); the one list of them is the table in
-//! docs/architecture.md, which `tests/layers.rs` checks every file and path against. The
-//! protocol's decisions are `crates/idem-protocol`; the claim path is `entry/claim.rs`,
-//! finishing an attempt `entry/finish.rs`, and the choice between the direct path and SQL
-//! `steps/seam.rs`.
+//! folder of src/; the one list of them is the table in docs/architecture.md, which
+//! `tests/layers.rs` checks every file and path against. The protocol's decisions are
+//! `crates/idem-protocol`; the claim path is `entry/claim.rs`, finishing an attempt
+//! `entry/finish.rs`, and the choice between the direct path and SQL `steps/seam.rs`.
 //!
 //! Test builds (`pg_test` feature) add `base::test_points` (injection and fail points) and
 //! `pg_tests` (the `#[pg_test]`s, in schema `tests`).

@@ -18,7 +18,7 @@ The list's format:
     why = one line            what bug it plays
     tests = pg:FILTER ... it:BINARY[:FILTER] ...
                               the tests expected to catch it (see scripts/mutants.sh)
-    file = src/entry/claim.rs       the file of the edits that follow (sticky)
+    file = src/entry/claim.rs the file of the edits that follow (sticky)
     count = 2                 how often the next edit's FROM occurs (default 1)
     - a line of FROM          FROM: consecutive "- " lines, joined by newlines, verbatim
     + a line of TO            TO: the "+ " lines that follow ("+" alone: an empty line);

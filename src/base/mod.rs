@@ -1,4 +1,4 @@
-//! Layer 5, beneath everything: the record (`record`) and the seam's interface (`store`),
+//! Beneath everything else: the record (`record`) and the seam's interface (`store`),
 //! privilege checks (`access`), whether a table is a Citus table (`citus_detect`), the
 //! differences between majors (`compat`), settings, datums, SQLSTATEs (`errors`).
 

@@ -1,4 +1,4 @@
-//! Layer 1, the entry points: every SQL function the extension defines (the hot ones as C
+//! The entry points (the top layer): every SQL function the extension defines (the hot ones as C
 //! functions, the others as `#[pg_extern]`s), the SQL files in install order (`schema`), and the
 //! background worker that does the upkeep (`worker`, `maintenance_worker`, `as_owner`).
 

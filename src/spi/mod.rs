@@ -1,4 +1,4 @@
-//! The SQL path (layer 4): fixed statements with kept plans, their parameters and result rows;
+//! The SQL path: fixed statements with kept plans, their parameters and result rows;
 //! `record_sql`, the record's statements and the seam's SQL implementation.
 //!
 //! Why not pgrx's `SpiClient`: its `update` assigns a transaction id up front, which would

@@ -1,4 +1,4 @@
-//! Layer 2, the steps the entry points share: the seam that picks the direct path or SQL
+//! The steps the entry points share: the seam that picks the direct path or SQL
 //! (`seam`), changing an attempt (`change`), the transitions over datums (`transition`), the
 //! upkeep of a Citus table (`citus`), result rows (`result_row`), arguments (`args`, `input`).
 

@@ -204,3 +204,24 @@ fn answer(client: &mut Client, sql: &str) -> String {
         Err(e) => format!("ERROR {}", sqlstate(&e)),
     }
 }
+
+crate::own_database!();
+
+/// The harness itself: a step that waits on a lock where an answer is expected fails the
+/// permutation (what the claim specs rely on for "a claim never waits").
+#[test]
+#[should_panic(expected = "\"b lock\" (after [\"a lock\"]): waits on a lock")]
+fn a_step_that_waits_where_an_answer_is_expected_fails() {
+    Spec::new(&[
+        ("a lock", "SELECT pg_advisory_lock(740201)"),
+        ("b lock", "SELECT pg_advisory_lock(740201)"),
+    ])
+    .permutation(|| cluster().session(), &[("a lock", ""), ("b lock", "")]);
+}
+
+/// The harness itself: a wrong answer fails, naming the step.
+#[test]
+#[should_panic(expected = "\"a one\" (after [])")]
+fn a_wrong_answer_fails() {
+    Spec::new(&[("a one", "SELECT 1")]).permutation(|| cluster().session(), &[("a one", "2")]);
+}
