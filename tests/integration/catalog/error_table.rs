@@ -140,7 +140,8 @@ fn every_documented_rule_raises_its_sqlstate_and_writes_nothing() {
 fn raised_codes() -> BTreeSet<String> {
     let root = env!("CARGO_MANIFEST_DIR");
     let mut codes = BTreeSet::new();
-    let errors = std::fs::read_to_string(format!("{root}/src/base/errors.rs")).expect("src/base/errors.rs");
+    let errors =
+        std::fs::read_to_string(format!("{root}/src/base/errors.rs")).expect("src/base/errors.rs");
     for line in errors.lines().filter(|l| l.starts_with("pub const ")) {
         if let Some(part) = line.split("SqlState(*b\"").nth(1) {
             codes.insert(part[..5].to_string());
