@@ -59,7 +59,7 @@ pub mod pg_test {
     #[must_use]
     pub fn postgresql_conf_options() -> Vec<&'static str> {
         // A reclaim grace other than the default 0, so that #[pg_test]s can show it is
-        // honoured (pg_tests/guards.rs: reclaim_waits_out_the_grace); the other reclaim tests
+        // honoured (pg_tests/expiry.rs: reclaim_waits_out_the_grace); the other reclaim tests
         // end their leases seconds ago.
         vec!["idempotency.reclaim_grace = 500"]
     }

@@ -146,3 +146,39 @@ pub(super) fn take(topic: &str, batch: i32) -> Vec<(i64, i32)> {
         })
         .collect()
 }
+
+/// `idempotency.requests` rows of `scope` as "key:column=value,..." for the given columns.
+pub(super) fn rows_of(scope: &str, columns: &str) -> String {
+    one::<String>(&format!(
+    "SELECT coalesce(string_agg(format('%s:%s', key, concat_ws(',', {columns})), ' ' ORDER BY key), '') \
+         FROM idempotency.requests WHERE scope = {}",
+    pgrx::spi::quote_literal(scope)
+))
+.unwrap_or_default()
+}
+
+/// A trigger on idempotency.requests (until the test's transaction ends) that notes every
+/// row it sees in tests.`audit`: the table now needs SQL for every write.
+pub(super) fn add_audit_trigger(audit: &str) {
+    run(&format!(
+        "CREATE TABLE tests.{audit} (op text, scope text, key text)"
+    ));
+    run(&format!(
+        "CREATE FUNCTION tests.{audit}_fn() RETURNS trigger LANGUAGE plpgsql AS \
+         $$ BEGIN INSERT INTO tests.{audit} VALUES (TG_OP, NEW.scope, NEW.key); RETURN NEW; END $$"
+    ));
+    run(&format!(
+        "CREATE TRIGGER {audit} AFTER INSERT OR UPDATE ON idempotency.requests \
+         FOR EACH ROW EXECUTE FUNCTION tests.{audit}_fn()"
+    ));
+}
+
+/// What the audit trigger saw for `scope`: "op:key ..." in order of arrival.
+pub(super) fn audited(audit: &str, scope: &str) -> String {
+    one::<String>(&format!(
+        "SELECT coalesce(string_agg(op || ':' || key, ' ' ORDER BY ctid), '') FROM tests.{audit} \
+         WHERE scope = {}",
+        pgrx::spi::quote_literal(scope)
+    ))
+    .unwrap_or_default()
+}

@@ -14,9 +14,9 @@ mod call_site;
 mod canonical;
 mod citus;
 mod claim;
+mod expiry;
 mod finish;
 mod grants;
-mod guards;
 mod helpers;
 mod http;
 mod inbox;
@@ -24,6 +24,7 @@ mod maintenance;
 mod outbox;
 mod signatures;
 mod transitions;
+mod writes;
 
 #[pgrx::pg_schema]
 mod tests {

@@ -296,4 +296,19 @@ mod tests {
         run("SET LOCAL idempotency.outbox_delivery = poll");
         assert!(one::<i64>("SELECT idem_outbox_put('cdc', '{}')").is_some());
     }
+
+    /// Mutation `outbox-dedupe-topic` (survivor 3): a repeated put finds the message of its own
+    /// topic, not another topic's message with the same dedupe key.
+    #[pg_test]
+    fn outbox_dedupe_finds_the_message_of_its_own_topic() {
+        let a = put("guard_dedupe_a", "1", Some("same-key"));
+        let b = put("guard_dedupe_b", "2", Some("same-key"));
+        assert_ne!(a, b, "dedupe keys are per topic");
+        assert_eq!(put("guard_dedupe_b", "3", Some("same-key")), b);
+        assert_eq!(put("guard_dedupe_a", "4", Some("same-key")), a);
+        assert_eq!(
+            one::<i64>("SELECT count(*) FROM idempotency.outbox WHERE topic LIKE 'guard_dedupe_%'"),
+            Some(2)
+        );
+    }
 }
