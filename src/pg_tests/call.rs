@@ -321,6 +321,7 @@ mod tests {
 
     #[pg_test]
     fn call_needs_execute_on_the_function() {
+        catalog_turn();
         run("CREATE ROLE call_privileges_role");
         run("GRANT USAGE ON SCHEMA idempotency, tests TO call_privileges_role");
         run("GRANT SELECT, INSERT, UPDATE ON idempotency.requests TO call_privileges_role");
@@ -345,6 +346,7 @@ mod tests {
     /// idem_call checks it itself (security audit, finding 6).
     #[pg_test]
     fn call_needs_usage_on_the_functions_schema() {
+        catalog_turn();
         run("CREATE ROLE call_usage_role");
         run("GRANT USAGE ON SCHEMA idempotency, tests TO call_usage_role");
         run("GRANT SELECT, INSERT, UPDATE ON idempotency.requests TO call_usage_role");

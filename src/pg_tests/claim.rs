@@ -370,6 +370,7 @@ mod tests {
     /// for a claim, UPDATE for a complete), not only the SELECT of the read before it.
     #[pg_test]
     fn claim_needs_table_privileges() {
+        catalog_turn();
         run("CREATE ROLE idem_no_grants");
         run("GRANT USAGE ON SCHEMA idempotency, tests TO idem_no_grants");
         run("SET LOCAL ROLE idem_no_grants");
@@ -415,6 +416,7 @@ mod tests {
 
     #[pg_test]
     fn row_level_security_is_honoured() {
+        catalog_turn();
         // A replay the policy hides must not be served by the direct index read.
         claim("rls_other", "k", "h");
         run("SELECT idem_complete('rls_other', 'k', '{}')");

@@ -155,9 +155,7 @@ mod tests {
 
     #[pg_test]
     fn grant_profiles_give_exactly_what_they_say() {
-        // GRANT and REVOKE lock catalog rows: the two grant tests run one at a time (they
-        // deadlocked when run at once).
-        run("SELECT pg_advisory_xact_lock(4242)");
+        catalog_turn();
         run("CREATE FUNCTION tests.grants_fn(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r'");
         // Every function of the extension has a row above.
         let functions = one::<String>(
@@ -251,7 +249,7 @@ mod tests {
     /// Revoking one profile keeps what the role's other profiles need (round 6, finding 7).
     #[pg_test]
     fn revoking_a_profile_keeps_what_the_others_need() {
-        run("SELECT pg_advisory_xact_lock(4242)");
+        catalog_turn();
         run("CREATE ROLE grants_two");
         run("SELECT idem_grant('grants_two', 'app')");
         let app_only = held("grants_two");

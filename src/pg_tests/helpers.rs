@@ -160,6 +160,7 @@ pub(super) fn rows_of(scope: &str, columns: &str) -> String {
 /// A trigger on idempotency.requests (until the test's transaction ends) that notes every
 /// row it sees in tests.`audit`: the table now needs SQL for every write.
 pub(super) fn add_audit_trigger(audit: &str) {
+    catalog_turn();
     run(&format!(
         "CREATE TABLE tests.{audit} (op text, scope text, key text)"
     ));
@@ -181,4 +182,12 @@ pub(super) fn audited(audit: &str, scope: &str) -> String {
         pgrx::spi::quote_literal(scope)
     ))
     .unwrap_or_default()
+}
+
+/// First thing in a test that changes the catalog rows of the extension's tables (GRANT or
+/// REVOKE on them, a trigger, row security): such tests take turns. Two at once deadlocked,
+/// each waiting for the other's update of `idempotency.requests`' `pg_class` row or for the
+/// table lock the other holds.
+pub(super) fn catalog_turn() {
+    run("SELECT pg_advisory_xact_lock(4242)");
 }

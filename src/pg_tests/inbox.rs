@@ -276,6 +276,7 @@ mod tests {
 
     #[pg_test]
     fn consumer_functions_work_with_the_documented_grants() {
+        catalog_turn();
         // The GRANTs of docs/consumers.md, for an application role and a publisher role.
         run("CREATE ROLE grants_app");
         run("CREATE ROLE grants_publisher");
