@@ -185,9 +185,8 @@ pub(super) fn audited(audit: &str, scope: &str) -> String {
 }
 
 /// First thing in a test that changes the catalog rows of the extension's tables (GRANT or
-/// REVOKE on them, a trigger, row security): such tests take turns. Two at once deadlocked,
-/// each waiting for the other's update of `idempotency.requests`' `pg_class` row or for the
-/// table lock the other holds.
+/// REVOKE on them, a trigger, row security): such tests take turns. Two at once deadlock: one
+/// holds a table lock while it waits to update a catalog row the other has changed.
 pub(super) fn catalog_turn() {
     run("SELECT pg_advisory_xact_lock(4242)");
 }
