@@ -88,7 +88,7 @@ pub fn local_group() -> Option<i32> {
 #[cfg(any(test, feature = "pg_test"))]
 thread_local! {
     /// Tests only: take the distributed paths on a plain table (`tests.assume_distributed`),
-    /// so that tests/integration/security/search_path.rs prepares and checks their statements without Citus and
+    /// so that tests/integration/security/search_path/ prepares and checks their statements without Citus and
     /// the #[pg_test]s compare their answers with the single-server paths.
     static ASSUMED: core::cell::Cell<bool> = const { core::cell::Cell::new(false) };
 }

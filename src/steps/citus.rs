@@ -64,7 +64,7 @@ pub enum Upkeep {
 /// coordinator may change rows, to keep the copies equal).
 ///
 /// Plain text, not a kept [`Statement`]: Citus' catalog exists only where Citus is installed,
-/// so tests/integration/security/search_path.rs cannot prepare it; tests/clusters/citus/upkeep.rs runs it on a real cluster.
+/// so tests/integration/security/search_path/ cannot prepare it; tests/clusters/citus/upkeep.rs runs it on a real cluster.
 const PLACEMENTS: &str = "SELECT pg_catalog.format('requests_%s'::pg_catalog.text, s.shardid), \
             p.groupid OPERATOR(pg_catalog.=) (SELECT l.groupid FROM pg_catalog.pg_dist_local_group AS l), \
             (SELECT pg_catalog.count(*) FROM pg_catalog.pg_dist_placement AS a \

@@ -2,7 +2,7 @@
 //! row's SQLSTATE with the row's message and writes nothing. Every SQLSTATE the extension
 //! raises (src/base/errors.rs, and the `ERRCODE`s of its SQL functions) has a row, or is listed under
 //! "Other SQLSTATEs" with its reason; Postgres' own input errors are listed under "Before the
-//! call" (catalog/sql_fuzz.rs accepts those and nothing else beyond the reference's table).
+//! call" (catalog/sql_fuzz/ accepts those and nothing else beyond the reference's table).
 
 use crate::common;
 
