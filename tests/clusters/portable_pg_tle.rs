@@ -21,19 +21,6 @@ use postgres::{Client, NoTls};
 
 mod dbdev;
 
-fn script(args: &[&str]) -> String {
-    let out = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/scripts/portable.sh"))
-        .args(args)
-        .output()
-        .expect("scripts/portable.sh");
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8(out.stdout).expect("utf8")
-}
-
 fn run(cmd: &mut Command, what: &str) -> String {
     let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
     assert!(
@@ -47,59 +34,8 @@ fn run(cmd: &mut Command, what: &str) -> String {
 
 /// A server of the pg_tle copy on a free port, stopped when this process ends.
 fn start(bindir: &Path) -> u16 {
-    let port = common::free_port();
-    let datadir = std::env::temp_dir().join(format!("idem-pgtle-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&datadir).expect("datadir");
-    if common::is_root() {
-        run(
-            Command::new("chown").arg("postgres:postgres").arg(&datadir),
-            "chown",
-        );
-    }
-    run(
-        common::as_server_user(&bindir.join("initdb"))
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "-D",
-            ])
-            .arg(&datadir),
-        "initdb",
-    );
-    let conf = format!(
-        "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-         shared_preload_libraries = 'pg_tle'\nfsync = off\n",
-        datadir.display()
-    );
-    std::fs::write(datadir.join("postgresql.auto.conf"), conf).expect("conf");
-    run(
-        common::as_server_user(&bindir.join("pg_ctl"))
-            .env_remove("RUST_BACKTRACE")
-            .args(["-w", "-t", "60", "-l"])
-            .arg(datadir.join("server.log"))
-            .arg("-D")
-            .arg(&datadir)
-            .arg("start"),
-        "pg_ctl start",
-    );
-    let watchdog = format!(
-        "(while [ -d /proc/{} ]; do sleep 1; done; '{}' -D '{}' -m immediate stop; rm -rf '{}') >/dev/null 2>&1 </dev/null &",
-        std::process::id(),
-        bindir.join("pg_ctl").display(),
-        datadir.display(),
-        datadir.display()
-    );
-    run(
-        common::as_server_user(Path::new("/bin/sh")).args(["-c", &watchdog]),
-        "watchdog",
-    );
-    port
+    let conf = "shared_preload_libraries = 'pg_tle'\nfsync = off\n";
+    common::start_server(bindir, "idem-pgtle", conf).0
 }
 
 /// pg_tle built for the Postgres under test, and one server of it for this binary's tests.
@@ -173,7 +109,7 @@ fn pg_tle_install_create_extension_and_update_path() {
     );
 
     // An older portable release, registered first: the same script saying 0.1.9.
-    let tle = script(&["--pg-tle"]);
+    let tle = common::portable_script(&["--pg-tle"]);
     let tag = "$_idem_portable_$";
     let body = tle
         .split(&format!("'install', {tag}\n"))

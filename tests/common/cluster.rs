@@ -159,19 +159,12 @@ pub fn portable_script(args: &[&str]) -> String {
     String::from_utf8(out.stdout).expect("utf8")
 }
 
-/// A new cluster of its own (most tests share [`cluster`]'s).
-pub fn start() -> Cluster {
-    start_with("", true)
-}
-
-/// A new cluster with `extra` postgresql.conf lines. With `template`, database `idem_template`
-/// holds the extension, and [`Cluster::database`] copies it (faster than `CREATE EXTENSION`); it
-/// takes no connections, so that a copy never waits (the worker skips it).
-pub fn start_with(extra: &str, template: bool) -> Cluster {
-    let bindir = pg_config_dir("--bindir");
+/// A server of `bindir`'s Postgres in a new data directory (`NAME-PID-PORT` in the temp dir) on
+/// a free port, with `conf` after its port, address and socket lines in postgresql.auto.conf;
+/// stopped and removed once this test process is gone. Every test server starts here.
+pub fn start_server(bindir: &Path, name: &str, conf: &str) -> (u16, PathBuf) {
     let port = free_port();
-    let datadir =
-        std::env::temp_dir().join(format!("idem-it-{MAJOR}-{}-{port}", std::process::id()));
+    let datadir = std::env::temp_dir().join(format!("{name}-{}-{port}", std::process::id()));
     let _ = std::fs::remove_dir_all(&datadir);
     std::fs::create_dir_all(&datadir).expect("datadir");
     if is_root() {
@@ -184,28 +177,14 @@ pub fn start_with(extra: &str, template: bool) -> Cluster {
     }
     run(
         as_server_user(&bindir.join("initdb"))
-            .args([
-                "-A",
-                "trust",
-                "-U",
-                "postgres",
-                "--no-sync",
-                "-E",
-                "UTF8",
-                "--locale=C",
-                "-D",
-            ])
+            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
+            .args(["--locale=C", "-D"])
             .arg(&datadir),
         "initdb",
     );
     let conf = format!(
-        "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{dir}'\n\
-         shared_preload_libraries = 'idempotency'\nfsync = off\nmax_connections = 100\n\
-         log_min_messages = warning\n\
-         # The maintenance worker only where a test binary turns it on (tests/worker/).\n\
-         idempotency.worker_enabled = off\n{extra}\n",
-        dir = datadir.display(),
-        extra = extra
+        "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{dir}'\n{conf}",
+        dir = datadir.display()
     );
     let conf_path = datadir.join("postgresql.auto.conf");
     std::fs::write(&conf_path, conf).expect("write conf");
@@ -240,6 +219,26 @@ pub fn start_with(extra: &str, template: bool) -> Cluster {
         as_server_user(Path::new("/bin/sh")).args(["-c", &watchdog]),
         "start the watchdog",
     );
+    (port, datadir)
+}
+
+/// A new cluster of its own (most tests share [`cluster`]'s).
+pub fn start() -> Cluster {
+    start_with("", true)
+}
+
+/// A new cluster with `extra` postgresql.conf lines. With `template`, database `idem_template`
+/// holds the extension, and [`Cluster::database`] copies it (faster than `CREATE EXTENSION`); it
+/// takes no connections, so that a copy never waits (the worker skips it).
+pub fn start_with(extra: &str, template: bool) -> Cluster {
+    let bindir = pg_config_dir("--bindir");
+    let conf = format!(
+        "shared_preload_libraries = 'idempotency'\nfsync = off\nmax_connections = 100\n\
+         log_min_messages = warning\n\
+         # The maintenance worker only where a test turns it on (tests/clusters/worker/).\n\
+         idempotency.worker_enabled = off\n{extra}\n"
+    );
+    let (port, datadir) = start_server(&bindir, &format!("idem-it-{MAJOR}"), &conf);
     let mut cluster = Cluster {
         port,
         datadir,

@@ -53,6 +53,30 @@ fn left(db: &mut Client) -> (i64, i64, i64) {
     )
 }
 
+/// With expired rows in all three tables, the worker purges the two it may touch, warns
+/// `warning` about table `refused` (0 requests, 1 inbox, 2 outbox), leaves it as it is, and
+/// `role`'s trigger never made `role` a superuser (`why` if it did).
+fn refused_and_the_rest_purged(
+    db: &mut Client,
+    refused: usize,
+    warning: &str,
+    role: &str,
+    why: &str,
+) {
+    let rows = |db: &mut Client| {
+        let (requests, inbox, outbox) = left(db);
+        [requests, inbox, outbox]
+    };
+    db.batch_execute(EXPIRED_ROWS).expect("rows");
+    wait_for_round("the other tables are purged", || {
+        let rows = rows(db);
+        (0..3).all(|t| t == refused || rows[t] == 0)
+    });
+    wait_for_round("the warning", || worker_cluster().log().contains(warning));
+    assert!(!is_superuser(db, role), "{why}");
+    assert_eq!(rows(db)[refused], 1, "the refused table is left as it is");
+}
+
 /// A role with only the privileges `GRANT ALL` gives adds a trigger that makes it superuser
 /// when run by a superuser. The worker must not run it; the other tables are still purged.
 #[test]
@@ -210,19 +234,13 @@ fn a_when_condition_cannot_smuggle_code_into_a_trigger_of_the_owner() {
            WHEN (public.eve_escalate()) EXECUTE FUNCTION public.keep_row();",
     )
     .expect("eve's trigger");
-    db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for_round("the record and the inbox row are purged", || {
-        let (requests, inbox, _) = left(&mut db);
-        requests == 0 && inbox == 0
-    });
-    wait_for_round("the warning", || {
-        worker_cluster()
-            .log()
-            .contains("does not touch idempotency.outbox: trigger \"sneaky\" has a WHEN condition")
-    });
-    let superuser = is_superuser(&mut db, "eve");
-    assert!(!superuser, "the WHEN condition ran as a superuser");
-    assert_eq!(left(&mut db).2, 1, "the refused table is left as it is");
+    refused_and_the_rest_purged(
+        &mut db,
+        2,
+        "does not touch idempotency.outbox: trigger \"sneaky\" has a WHEN condition",
+        "eve",
+        "the WHEN condition ran as a superuser",
+    );
 }
 
 /// Arguments can steer even a function of the owner: contrib's check_foreign_key runs SQL
@@ -255,20 +273,14 @@ fn trigger_arguments_cannot_steer_a_function_of_the_owner() {
                  'scope');",
         )
         .expect("trent's trigger");
-    db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for_round("the inbox and outbox are purged", || {
-        let (_, inbox, outbox) = left(&mut db);
-        inbox == 0 && outbox == 0
-    });
     // refint is an extension: refused as such (before its arguments are looked at).
-    wait_for_round("the warning", || {
-        worker_cluster()
-            .log()
-            .contains("does not touch idempotency.requests: trigger \"injected\"")
-    });
-    let superuser = is_superuser(&mut db, "trent");
-    assert!(!superuser, "the arguments steered the owner's function");
-    assert_eq!(left(&mut db).0, 1);
+    refused_and_the_rest_purged(
+        &mut db,
+        0,
+        "does not touch idempotency.requests: trigger \"injected\"",
+        "trent",
+        "the arguments steered the owner's function",
+    );
 }
 
 /// A deferred trigger of the owner would fire at commit, after the switch back to the
@@ -323,19 +335,13 @@ fn a_single_trigger_argument_is_refused_too() {
            EXECUTE FUNCTION public.audit_with('ALTER ROLE tess SUPERUSER');",
     )
     .expect("tess's trigger");
-    db.batch_execute(EXPIRED_ROWS).expect("rows");
-    wait_for_round("the inbox and outbox are purged", || {
-        let (_, inbox, outbox) = left(&mut db);
-        inbox == 0 && outbox == 0
-    });
-    wait_for_round("the warning", || {
-        worker_cluster()
-            .log()
-            .contains("does not touch idempotency.requests: trigger \"steered\" passes arguments")
-    });
-    let superuser = is_superuser(&mut db, "tess");
-    assert!(!superuser, "one argument steered the owner's function");
-    assert_eq!(left(&mut db).0, 1, "the refused table is left as it is");
+    refused_and_the_rest_purged(
+        &mut db,
+        0,
+        "does not touch idempotency.requests: trigger \"steered\" passes arguments",
+        "tess",
+        "one argument steered the owner's function",
+    );
 }
 
 /// A TRIGGER grantee attaches a function the (superuser) owner "owns" only because it is built

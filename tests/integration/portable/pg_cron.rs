@@ -7,70 +7,18 @@
 //! Skipped, with the reason printed, where that Postgres has no pg_cron.
 
 use std::path::Path;
-use std::process::Command;
 use std::time::Duration;
 
 use crate::common::{self, Client, NoTls};
 
-fn run(cmd: &mut Command, what: &str) -> String {
-    let out = cmd.output().unwrap_or_else(|e| panic!("{what}: {e}"));
-    assert!(
-        out.status.success(),
-        "{what}: {}{}",
-        String::from_utf8_lossy(&out.stdout),
-        String::from_utf8_lossy(&out.stderr)
-    );
-    String::from_utf8_lossy(&out.stdout).trim().to_string()
-}
-
 /// A server with pg_cron preloaded (jobs in background workers, in database `db`), stopped
 /// when this process ends. Returns its port.
 fn start(bindir: &Path, db: &str) -> u16 {
-    let port = common::free_port();
-    let datadir = std::env::temp_dir().join(format!("idem-cron-{}-{port}", std::process::id()));
-    std::fs::create_dir_all(&datadir).expect("datadir");
-    if common::is_root() {
-        run(
-            Command::new("chown").arg("postgres:postgres").arg(&datadir),
-            "chown",
-        );
-    }
-    run(
-        common::as_server_user(&bindir.join("initdb"))
-            .args(["-A", "trust", "-U", "postgres", "--no-sync", "-E", "UTF8"])
-            .args(["--locale=C", "-D"])
-            .arg(&datadir),
-        "initdb",
-    );
     let conf = format!(
-        "port = {port}\nlisten_addresses = '127.0.0.1'\nunix_socket_directories = '{}'\n\
-         shared_preload_libraries = 'pg_cron'\ncron.database_name = '{db}'\n\
-         cron.use_background_workers = on\nfsync = off\n",
-        datadir.display()
+        "shared_preload_libraries = 'pg_cron'\ncron.database_name = '{db}'\n\
+         cron.use_background_workers = on\nfsync = off\n"
     );
-    std::fs::write(datadir.join("postgresql.auto.conf"), conf).expect("conf");
-    run(
-        common::as_server_user(&bindir.join("pg_ctl"))
-            .env_remove("RUST_BACKTRACE")
-            .args(["-w", "-t", "60", "-l"])
-            .arg(datadir.join("server.log"))
-            .arg("-D")
-            .arg(&datadir)
-            .arg("start"),
-        "pg_ctl start",
-    );
-    let watchdog = format!(
-        "(while [ -d /proc/{} ]; do sleep 1; done; '{}' -D '{}' -m immediate stop; rm -rf '{}') >/dev/null 2>&1 </dev/null &",
-        std::process::id(),
-        bindir.join("pg_ctl").display(),
-        datadir.display(),
-        datadir.display()
-    );
-    run(
-        common::as_server_user(Path::new("/bin/sh")).args(["-c", &watchdog]),
-        "watchdog",
-    );
-    port
+    common::start_server(bindir, "idem-cron", &conf).0
 }
 
 fn connect(port: u16, db: &str, user: &str) -> Client {
