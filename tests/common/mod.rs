@@ -148,3 +148,24 @@ pub fn fingerprint_sql(effects: &str) -> String {
            (SELECT string_agg(r::text, ';' ORDER BY r::text) FROM {effects} r))"
     )
 }
+
+/// `sql` in a transaction serving `tenant` (None: no tenant set, as the tenant recipe's
+/// `app.tenant`), committed when it worked.
+pub fn as_tenant(c: &mut Client, tenant: Option<&str>, sql: &str) -> String {
+    c.batch_execute("BEGIN").expect("begin");
+    if let Some(t) = tenant {
+        c.execute(
+            "SELECT pg_catalog.set_config('app.tenant', $1, true)",
+            &[&t],
+        )
+        .expect("set tenant");
+    }
+    let out = answer(c, sql);
+    c.batch_execute(if out.starts_with("ERROR") {
+        "ROLLBACK"
+    } else {
+        "COMMIT"
+    })
+    .expect("end");
+    out
+}

@@ -106,24 +106,7 @@ fn a_portable_database_moves_up_to_the_native_extension_in_place() {
         ),
         "ERROR P4002"
     );
-    assert_eq!(
-        answer(&mut db, "SELECT idem_inbox_accept('c', 'm1', 'h')::text"),
-        "false"
-    );
-    assert_eq!(
-        answer(&mut db, "SELECT idem_advance('s', 'e', 4)::text"),
-        "false"
-    );
-    assert_eq!(
-        answer(&mut db, "SELECT idem_outbox_put('t', '{}', 'd1')::text"),
-        "1",
-        "dedupe keys kept"
-    );
-    assert_eq!(
-        answer(&mut db, "SELECT idem_outbox_put('t', '{}')::text"),
-        "4",
-        "ids go on (the deduplicated put used 3)"
-    );
+    consumers_remember(&mut db, "in place");
     assert_eq!(
         answer(
             &mut db,
@@ -160,6 +143,19 @@ fn tool(c: &common::Cluster, name: &str, args: &[&str]) {
         "{name} {args:?}: {}",
         String::from_utf8_lossy(&out.stderr)
     );
+}
+
+/// After a move, the consumers remember what they saw: a delivered message, a version, an
+/// outbox dedupe key; and the outbox's ids go on.
+fn consumers_remember(db: &mut postgres::Client, how: &str) {
+    let delivered = answer(db, "SELECT idem_inbox_accept('c', 'm1', 'h')::text");
+    assert_eq!(delivered, "false", "{how}: a delivered message");
+    let advanced = answer(db, "SELECT idem_advance('s', 'e', 4)::text");
+    assert_eq!(advanced, "false", "{how}: an older version");
+    let put = answer(db, "SELECT idem_outbox_put('t', '{}', 'd1')::text");
+    assert_eq!(put, "1", "{how}: dedupe keys kept");
+    let next = answer(db, "SELECT idem_outbox_put('t', '{}')::text");
+    assert_eq!(next, "4", "{how}: ids go on (the deduplicated put used 3)");
 }
 
 /// Every record as (scope, key, hash, status, response, failure_code), in key order.
@@ -308,23 +304,7 @@ fn a_portable_database_moves_up_by_dump_and_restore() {
             ),
             "ERROR P4002"
         );
-        assert_eq!(
-            answer(&mut db, "SELECT idem_inbox_accept('c', 'm1', 'h')::text"),
-            "false"
-        );
-        assert_eq!(
-            answer(&mut db, "SELECT idem_advance('s', 'e', 4)::text"),
-            "false"
-        );
-        assert_eq!(
-            answer(&mut db, "SELECT idem_outbox_put('t', '{}', 'd1')::text"),
-            "1"
-        );
-        assert_eq!(
-            answer(&mut db, "SELECT idem_outbox_put('t', '{}')::text"),
-            "4",
-            "{name}: ids go on (the deduplicated put used 3)"
-        );
+        consumers_remember(&mut db, name);
         assert_eq!(
             answer(
                 &mut db,

@@ -5,23 +5,10 @@
 
 use crate::common;
 
-use common::{Client, answer, repo_file, sql_block_after};
+use common::{Client, repo_file, sql_block_after};
 
 fn as_tenant(c: &mut Client, tenant: &str, sql: &str) -> String {
-    c.batch_execute("BEGIN").expect("begin");
-    c.execute(
-        "SELECT pg_catalog.set_config('app.tenant', $1, true)",
-        &[&tenant],
-    )
-    .expect("set tenant");
-    let out = answer(c, sql);
-    c.batch_execute(if out.starts_with("ERROR") {
-        "ROLLBACK"
-    } else {
-        "COMMIT"
-    })
-    .expect("end");
-    out
+    common::as_tenant(c, Some(tenant), sql)
 }
 
 #[test]

@@ -4,33 +4,13 @@
 
 use crate::common;
 
-use common::{Client, answer, fingerprint_sql, repo_file, sql_block_after, sqlstate};
+use common::{Client, answer, as_tenant, fingerprint_sql, repo_file, sql_block_after, sqlstate};
 
 crate::own_database!();
 
 /// The ```sql block under "## The recipe" of docs/tenants.md.
 fn recipe() -> String {
     sql_block_after(&repo_file("docs/tenants.md"), "## The recipe")
-}
-
-/// `sql` in a transaction serving `tenant` (None: no tenant set), committed when it worked.
-fn as_tenant(c: &mut Client, tenant: Option<&str>, sql: &str) -> String {
-    c.batch_execute("BEGIN").expect("begin");
-    if let Some(t) = tenant {
-        c.execute(
-            "SELECT pg_catalog.set_config('app.tenant', $1, true)",
-            &[&t],
-        )
-        .expect("set tenant");
-    }
-    let out = answer(c, sql);
-    c.batch_execute(if out.starts_with("ERROR") {
-        "ROLLBACK"
-    } else {
-        "COMMIT"
-    })
-    .expect("end");
-    out
 }
 
 fn fingerprint(owner: &mut Client) -> String {
