@@ -170,7 +170,9 @@ impl Gen {
         let v: String = match (name, ty) {
             (_, "text") => return self.pooled_text(name),
             ("headers", _) => "{}".into(),
-            ("response", _) if self.rng.random_bool(0.5) => self
+            // Finishing the last claim: an HTTP response, which idem_http_fail needs (idem_complete
+            // takes any document); else as often as not.
+            ("response", _) if self.finish_last || self.rng.random_bool(0.5) => self
                 .pick(&[
                     "{\"status\":500,\"headers\":{},\"body\":\"down\"}",
                     "{\"status\":409,\"headers\":{\"content-type\":\"text/plain\"},\"body\":null}",
