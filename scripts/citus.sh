@@ -194,7 +194,7 @@ log_min_messages = warning
 citus.log_distributed_deadlock_detection = off
 EOF
     as_pg "$bindir/pg_ctl" -D "$base/$node" -l "$base/$node.log" -w -t 60 start >/dev/null ||
-      die "$node did not start; see $base/$node.log"
+      die "$node did not start (port $(port_of "$node")); its log: $(tail -n 20 "$base/$node.log" 2>/dev/null)"
   done
   for node in "${nodes[@]}"; do
     psql_at "$node" -c "CREATE EXTENSION citus"

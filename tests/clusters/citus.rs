@@ -65,18 +65,43 @@ impl Citus {
             .expect("scripts/citus.sh")
     }
 
+    /// Three consecutive ports free now, below the kernel's ephemeral range (32768 and up), so
+    /// no client connection of the tests running beside this one can be holding one of them.
+    fn free_trio(attempt: u32) -> u16 {
+        let mut port = 12000 + ((std::process::id() * 7 + attempt * 997) % 18000) as u16;
+        loop {
+            let free = (0..3).all(|i| std::net::TcpListener::bind(("127.0.0.1", port + i)).is_ok());
+            if free {
+                return port;
+            }
+            port = if port > 29990 { 12000 } else { port + 3 };
+        }
+    }
+
     fn up() -> Citus {
-        // Three consecutive ports: start from a free one well away from the usual ones.
-        let port = 20000 + (std::process::id() % 20000) as u16;
-        let citus = Citus { port };
-        let out = citus.script("up");
-        assert!(
-            out.status.success(),
-            "scripts/citus.sh up failed:\n{}\n{}",
-            String::from_utf8_lossy(&out.stdout),
-            String::from_utf8_lossy(&out.stderr)
-        );
-        citus
+        // A port can still be taken between the look and the start: try another trio then.
+        let mut last = String::new();
+        for attempt in 0..3 {
+            let citus = Citus {
+                port: Self::free_trio(attempt),
+            };
+            let out = citus.script("up");
+            if out.status.success() {
+                return citus;
+            }
+            last = format!(
+                "{}\n{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+            eprintln!(
+                "scripts/citus.sh up failed on ports {}..{}; trying others:\n{last}",
+                citus.port,
+                citus.port + 2
+            );
+            drop(citus);
+        }
+        panic!("scripts/citus.sh up failed three times:\n{last}");
     }
 
     pub(crate) fn connect_port(port: u16) -> Client {
