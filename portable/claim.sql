@@ -31,6 +31,7 @@ DECLARE
     result @extschema@.idem_claim_result;
     outcome @extschema@.idem_outcome;
     have pg_catalog.bool;
+    gen pg_catalog.int2;
     locked pg_catalog.bool;
     deadline pg_catalog.timestamptz;
     nap pg_catalog.float8;
@@ -95,6 +96,18 @@ BEGIN
                 END IF;
                 result.outcome := 'processing_active';
                 RETURN result;
+            END IF;
+            gen := idempotency.layout_claim_generation();
+            IF gen OPERATOR(pg_catalog.<>) 0::pg_catalog.int2 THEN
+                result := idempotency.portable_insert_generation(gen, s, k, h, idem_claim.claimed_by,
+                    idem_claim.lease, idem_claim.retention, call_at);
+                IF result.outcome IS NOT NULL THEN
+                    RETURN result;
+                END IF;
+                SELECT * INTO rec FROM idempotency.requests AS r
+                 WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k;
+                have := FOUND;
+                CONTINUE;
             END IF;
             INSERT INTO idempotency.requests AS r (scope, key, request_hash, status, attempt, claimed_by,
                 claimed_at, locked_until, lease, retention, created_at, updated_at, expires_at)

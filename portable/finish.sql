@@ -61,16 +61,21 @@ BEGIN
         PERFORM idempotency.portable_name('scope', 'P4000', s);
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
-    UPDATE idempotency.requests AS r
-       SET status = 'succeeded', response = idem_complete.response, failure_code = NULL,
-           failure_message = NULL, locked_until = NULL, updated_at = pg_catalog.now(),
-           expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) r.retention)
-     WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
-       AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
-       AND (idem_complete.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) idem_complete.attempt);
-    IF FOUND THEN
-        RETURN;
-    END IF;
+    -- A rotation of the generations layout may move the record (a DELETE and an INSERT) while
+    -- this waits for its row lock: then it finds no row, and tries again where it went.
+    FOR pass IN 1..3 LOOP
+        UPDATE idempotency.requests AS r
+           SET status = 'succeeded', response = idem_complete.response, failure_code = NULL,
+               failure_message = NULL, locked_until = NULL, updated_at = pg_catalog.now(),
+               expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) r.retention)
+         WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
+           AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
+           AND (idem_complete.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) idem_complete.attempt);
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        EXIT WHEN NOT idempotency.portable_moved(s, k, idem_complete.attempt);
+    END LOOP;
     SELECT * INTO rec FROM idempotency.requests AS r
      WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k;
     PERFORM idempotency.portable_diagnose(s, k, idem_complete.attempt, 'P4010', 'complete',
@@ -114,16 +119,19 @@ BEGIN
     PERFORM idempotency.portable_optional('code', idem_fail.code, 255);
     PERFORM idempotency.portable_optional('message', idem_fail.message, 8192);
     new_status := CASE WHEN retryable THEN 'failed_retryable' ELSE 'failed_final' END;
-    UPDATE idempotency.requests AS r
-       SET status = new_status, failure_code = idem_fail.code, failure_message = idem_fail.message,
-           locked_until = NULL, updated_at = pg_catalog.now(),
-           expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) r.retention)
-     WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
-       AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
-       AND (idem_fail.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) idem_fail.attempt);
-    IF FOUND THEN
-        RETURN;
-    END IF;
+    FOR pass IN 1..3 LOOP
+        UPDATE idempotency.requests AS r
+           SET status = new_status, failure_code = idem_fail.code, failure_message = idem_fail.message,
+               locked_until = NULL, updated_at = pg_catalog.now(),
+               expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) r.retention)
+         WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
+           AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
+           AND (idem_fail.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) idem_fail.attempt);
+        IF FOUND THEN
+            RETURN;
+        END IF;
+        EXIT WHEN NOT idempotency.portable_moved(s, k, idem_fail.attempt);
+    END LOOP;
     SELECT * INTO rec FROM idempotency.requests AS r
      WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k;
     PERFORM idempotency.portable_diagnose(s, k, idem_fail.attempt, 'P4011', 'fail',
@@ -164,18 +172,21 @@ BEGIN
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
     PERFORM idempotency.portable_optional('recovery_point', idem_checkpoint.recovery_point, 8192);
-    UPDATE idempotency.requests AS r
-       SET recovery_point = COALESCE(idem_checkpoint.recovery_point, r.recovery_point),
-           lease = COALESCE(idem_checkpoint.lease, r.lease),
-           locked_until = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) COALESCE(idem_checkpoint.lease, r.lease),
-           updated_at = pg_catalog.now()
-     WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
-       AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
-       AND (idem_checkpoint.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) idem_checkpoint.attempt)
-    RETURNING r.locked_until INTO until_;
-    IF FOUND THEN
-        RETURN until_;
-    END IF;
+    FOR pass IN 1..3 LOOP
+        UPDATE idempotency.requests AS r
+           SET recovery_point = COALESCE(idem_checkpoint.recovery_point, r.recovery_point),
+               lease = COALESCE(idem_checkpoint.lease, r.lease),
+               locked_until = pg_catalog.clock_timestamp() OPERATOR(pg_catalog.+) COALESCE(idem_checkpoint.lease, r.lease),
+               updated_at = pg_catalog.now()
+         WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
+           AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
+           AND (idem_checkpoint.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) idem_checkpoint.attempt)
+        RETURNING r.locked_until INTO until_;
+        IF FOUND THEN
+            RETURN until_;
+        END IF;
+        EXIT WHEN NOT idempotency.portable_moved(s, k, idem_checkpoint.attempt);
+    END LOOP;
     PERFORM idempotency.portable_diagnose(s, k, idem_checkpoint.attempt, 'P4013', 'checkpoint', false);
     RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'checkpoint changed nothing';
 END
@@ -193,9 +204,32 @@ AS $fn$
 BEGIN
     PERFORM idempotency.portable_name('scope', 'P4000', idem_forget.scope);
     PERFORM idempotency.portable_name('key', 'P4001', idem_forget.key);
-    DELETE FROM idempotency.requests AS r
-     WHERE r.scope OPERATOR(pg_catalog.=) idem_forget.scope AND r.key OPERATOR(pg_catalog.=) idem_forget.key;
-    RETURN FOUND;
+    -- A rotation may move the record while this waits for its lock: then try where it went.
+    FOR pass IN 1..3 LOOP
+        DELETE FROM idempotency.requests AS r
+         WHERE r.scope OPERATOR(pg_catalog.=) idem_forget.scope AND r.key OPERATOR(pg_catalog.=) idem_forget.key;
+        IF FOUND THEN
+            RETURN true;
+        END IF;
+        EXIT WHEN NOT EXISTS (SELECT FROM idempotency.requests AS r
+                               WHERE r.scope OPERATOR(pg_catalog.=) idem_forget.scope
+                                 AND r.key OPERATOR(pg_catalog.=) idem_forget.key);
+    END LOOP;
+    RETURN false;
 END
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_forget IS 'Delete the record of (scope, key) in any state; true if it existed';
+
+-- Whether the record of (s, k) is, as a new statement sees it, the processing attempt
+-- `attempt` (any, if NULL): after a change found no row, the record was moved by a rotation
+-- of the generations layout while the change waited for its lock.
+CREATE FUNCTION idempotency.portable_moved(s pg_catalog.text, k pg_catalog.text, attempt pg_catalog.int4)
+RETURNS pg_catalog.bool
+LANGUAGE sql VOLATILE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+SELECT EXISTS (SELECT FROM idempotency.requests AS r
+                WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
+                  AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
+                  AND (attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) attempt))
+$fn$;

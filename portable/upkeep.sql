@@ -40,35 +40,61 @@ BEGIN
 END
 $fn$;
 
+-- How a batch statement names the rows `pick` picks (its FROM ... FOR UPDATE SKIP LOCKED, the
+-- table as q): the table, a WITH clause, and the match on r. A ctid names a row only within
+-- one table: in the generations layout (sql/layout.sql) a picked row is its table and its
+-- ctid, picked across the generations through the table in one order, with the table's
+-- privileges. As src/entry/maintenance.rs's batch! pairs.
+CREATE FUNCTION idempotency.portable_batch_parts(pick pg_catalog.text)
+RETURNS pg_catalog.text[]
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF pg_catalog.to_regclass('idempotency.layout'::pg_catalog.text) IS NULL THEN
+        RETURN ARRAY['ONLY idempotency.requests'::pg_catalog.text, ''::pg_catalog.text,
+            pg_catalog.format('r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT q.ctid FROM ONLY idempotency.requests AS q %s))', pick)];
+    END IF;
+    -- Not on generations that carry code or policies this layout does not take yet.
+    PERFORM idempotency.layout_refuse(idempotency.layout_refusal(true));
+    RETURN ARRAY['idempotency.requests'::pg_catalog.text,
+        pg_catalog.format('WITH picked AS MATERIALIZED (SELECT q.tableoid AS t, q.ctid AS c FROM idempotency.requests AS q %s)', pick),
+        'r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.c FROM picked AS p)) AND EXISTS (SELECT FROM picked AS p '
+        'WHERE p.t OPERATOR(pg_catalog.=) r.tableoid AND p.c OPERATOR(pg_catalog.=) r.ctid)'::pg_catalog.text];
+END
+$fn$;
+
 CREATE FUNCTION @extschema@.idem_reclaim(batch pg_catalog.int4 DEFAULT 10000)
 RETURNS pg_catalog.int8
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    n pg_catalog.int8;
+    done pg_catalog.int8;
     cutoff pg_catalog.timestamptz;
+    parts pg_catalog.text[];
 BEGIN
     PERFORM idempotency.portable_check_batch(batch);
     cutoff := pg_catalog.now() OPERATOR(pg_catalog.-)
         idempotency.portable_setting('idempotency.reclaim_grace', '0'::pg_catalog.interval, '1 millisecond');
-    UPDATE idempotency.requests AS r
-       SET status = 'failed_retryable', failure_code = 'lease_expired',
-           failure_message = pg_catalog.format('the lease of attempt %s%s ended at %s', r.attempt,
-               CASE WHEN r.claimed_by IS NULL THEN ''
-                    ELSE pg_catalog.format(' (claimed by %s)', r.claimed_by) END, r.locked_until),
-           locked_until = NULL, updated_at = pg_catalog.now(),
-           expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+)
-               LEAST(r.retention, '100 years'::pg_catalog.interval))
-     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
-             SELECT q.ctid FROM idempotency.requests AS q
-              WHERE q.status OPERATOR(pg_catalog.=) 'processing'
-                AND q.locked_until OPERATOR(pg_catalog.<) cutoff
-              ORDER BY q.locked_until LIMIT batch FOR UPDATE SKIP LOCKED))
-       AND r.status OPERATOR(pg_catalog.=) 'processing'
-       AND r.locked_until OPERATOR(pg_catalog.<) cutoff;
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
+    parts := idempotency.portable_batch_parts($q$
+        WHERE q.status OPERATOR(pg_catalog.=) 'processing' AND q.locked_until OPERATOR(pg_catalog.<) $1
+        ORDER BY q.locked_until LIMIT $2 FOR UPDATE SKIP LOCKED$q$);
+    EXECUTE pg_catalog.format($q$%2$s
+        UPDATE %1$s AS r
+           SET status = 'failed_retryable', failure_code = 'lease_expired',
+               failure_message = pg_catalog.format('the lease of attempt %%s%%s ended at %%s', r.attempt,
+                   CASE WHEN r.claimed_by IS NULL THEN ''
+                        ELSE pg_catalog.format(' (claimed by %%s)', r.claimed_by) END, r.locked_until),
+               locked_until = NULL, updated_at = pg_catalog.now(),
+               expires_at = GREATEST(r.expires_at, pg_catalog.now() OPERATOR(pg_catalog.+)
+                   LEAST(r.retention, '100 years'::pg_catalog.interval))
+         WHERE %3$s
+           AND r.status OPERATOR(pg_catalog.=) 'processing'
+           AND r.locked_until OPERATOR(pg_catalog.<) $1$q$, parts[1], parts[2], parts[3])
+        USING cutoff, batch;
+    GET DIAGNOSTICS done = ROW_COUNT;
+    RETURN done;
 END
 $fn$;
 
@@ -78,19 +104,21 @@ LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    n pg_catalog.int8;
+    done pg_catalog.int8;
+    parts pg_catalog.text[];
 BEGIN
     PERFORM idempotency.portable_check_batch(batch);
-    DELETE FROM idempotency.requests AS r
-     WHERE r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(
-             SELECT q.ctid FROM idempotency.requests AS q
-              WHERE q.status OPERATOR(pg_catalog.<>) 'processing'
-                AND q.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()
-              ORDER BY q.expires_at LIMIT batch FOR UPDATE SKIP LOCKED))
-       AND r.status OPERATOR(pg_catalog.<>) 'processing'
-       AND r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now();
-    GET DIAGNOSTICS n = ROW_COUNT;
-    RETURN n;
+    parts := idempotency.portable_batch_parts($q$
+        WHERE q.status OPERATOR(pg_catalog.<>) 'processing' AND q.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()
+        ORDER BY q.expires_at LIMIT $1 FOR UPDATE SKIP LOCKED$q$);
+    EXECUTE pg_catalog.format($q$%2$s
+        DELETE FROM %1$s AS r
+         WHERE %3$s
+           AND r.status OPERATOR(pg_catalog.<>) 'processing'
+           AND r.expires_at OPERATOR(pg_catalog.<) pg_catalog.now()$q$, parts[1], parts[2], parts[3])
+        USING batch;
+    GET DIAGNOSTICS done = ROW_COUNT;
+    RETURN done;
 END
 $fn$;
 
@@ -143,8 +171,8 @@ SELECT pg_catalog.format('trigger "%s" %s', t.tgname, CASE
  ORDER BY t.tgname LIMIT 1
 $fn$;
 
--- The worker's round, from pg_cron: one batch of each, as the role that runs the job (schedule
--- it as the tables' owner). A table with a trigger the owner did not write is left alone with
+-- The worker's round, from pg_cron: one batch of each (in the generations layout, one rotation
+-- step instead of the purge), as the role that runs the job (schedule it as the tables' owner). A table with a trigger the owner did not write is left alone with
 -- a WARNING, as the native worker does (its column is NULL). Returns what each did.
 CREATE FUNCTION @extschema@.idem_upkeep(batch pg_catalog.int4 DEFAULT 10000)
 RETURNS TABLE (reclaimed pg_catalog.int8, purged pg_catalog.int8, inbox_purged pg_catalog.int8, outbox_purged pg_catalog.int8)
@@ -156,8 +184,24 @@ DECLARE
 BEGIN
     why := idempotency.portable_foreign_trigger('idempotency.requests'::pg_catalog.regclass);
     IF why IS NULL THEN
-        reclaimed := @extschema@.idem_reclaim(batch);
-        purged := @extschema@.idem_purge(batch);
+        BEGIN
+            reclaimed := @extschema@.idem_reclaim(batch);
+            -- In the generations layout, one rotation step instead of a DELETE, as the native
+            -- worker does (docs/retention.md): what it moved or emptied is not counted here.
+            IF pg_catalog.to_regclass('idempotency.layout'::pg_catalog.text) IS NULL THEN
+                purged := @extschema@.idem_purge(batch);
+            ELSE
+                PERFORM idempotency.layout_bounded('100 ms'::pg_catalog.interval, 'rotate'::pg_catalog.text,
+                    'rotate'::pg_catalog.text, NULL::pg_catalog.text, false, batch);
+                purged := 0;
+            END IF;
+        EXCEPTION WHEN feature_not_supported THEN
+            -- What the generations layout refuses (0A000) stops this table's upkeep, not the
+            -- inbox's and the outbox's, as a failed step of the native worker does.
+            RAISE WARNING 'idempotency: the upkeep does not touch idempotency.requests: %', SQLERRM;
+            reclaimed := NULL;
+            purged := NULL;
+        END;
     ELSE
         RAISE WARNING 'idempotency: the upkeep does not touch idempotency.requests: %', why;
     END IF;

@@ -40,6 +40,13 @@ BEGIN
             USING ERRCODE = 'P4060',
                   HINT = 'SELECT pg_catalog.undistribute_table(''idempotency.requests'') first to change its shape.';
     END IF;
+    -- Citus keeps no inheritance with its tables (docs/retention.md): a clear refusal rather
+    -- than Citus's error part way.
+    IF pg_catalog.to_regclass('idempotency.layout'::pg_catalog.text) IS NOT NULL THEN
+        RAISE EXCEPTION 'idem_distribute: idempotency.requests is in the generations layout, which Citus cannot distribute'
+            USING ERRCODE = '0A000',
+                  HINT = 'SELECT idem_set_layout(''flat'') first (docs/retention.md).';
+    END IF;
     IF shard_count IS NULL THEN
         PERFORM pg_catalog.create_distributed_table('idempotency.requests'::pg_catalog.regclass,
             distribution_column, colocate_with => COALESCE(colocate_with, 'default'));

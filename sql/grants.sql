@@ -52,6 +52,8 @@ BEGIN
     FOREACH grant_ IN ARRAY privileges LOOP
         EXECUTE pg_catalog.format('GRANT %s TO %s', grant_, role);
     END LOOP;
+    -- The generations of idempotency.requests (sql/layout.sql) carry its grants.
+    PERFORM idempotency.layout_sync_grants();
 END
 $$;
 COMMENT ON FUNCTION @extschema@.idem_grant(pg_catalog.regrole, pg_catalog.text) IS
@@ -126,6 +128,7 @@ BEGIN
         EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %s',
                                   revoke_.privilege, revoke_.kind, revoke_.object, role);
     END LOOP;
+    PERFORM idempotency.layout_sync_grants();
 END
 $$;
 COMMENT ON FUNCTION @extschema@.idem_revoke(pg_catalog.regrole, pg_catalog.text) IS

@@ -10,6 +10,15 @@ use pgrx::pg_sys::{self, Datum, Oid};
 /// # Safety
 /// Inside a transaction; `table` is locked by the caller (decide after the lock).
 pub unsafe fn is_citus_table(table: Oid) -> bool {
+    // SAFETY: the caller's.
+    unsafe { any_citus_table(&[table]) }
+}
+
+/// Is any of `tables` a Citus table? One lookup of Citus's catalog for all of them.
+///
+/// # Safety
+/// Inside a transaction; `tables` are locked by the caller (decide after the lock).
+pub unsafe fn any_citus_table(tables: &[Oid]) -> bool {
     // SAFETY: catalog lookups; the relation is opened with a lock and closed again.
     unsafe {
         let dist = pg_sys::get_relname_relid(
@@ -23,25 +32,34 @@ pub unsafe fn is_citus_table(table: Oid) -> bool {
         if rel.is_null() {
             return false;
         }
-        let mut key: pg_sys::ScanKeyData = core::mem::zeroed();
-        // Column 1 of pg_dist_partition is logicalrelid (regclass, compared as an oid).
-        pg_sys::ScanKeyInit(
-            &mut key,
-            1,
-            pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
-            pg_sys::RegProcedure::from(pg_sys::F_OIDEQ),
-            Datum::from(table),
+        // Citus's unique index on logicalrelid, when it is there: a coordinator may hold
+        // thousands of rows.
+        let index = pg_sys::get_relname_relid(
+            c"pg_dist_partition_logical_relid_index".as_ptr(),
+            Oid::from(pg_sys::PG_CATALOG_NAMESPACE),
         );
-        let scan = pg_sys::systable_beginscan(
-            rel,
-            pg_sys::InvalidOid,
-            false,
-            core::ptr::null_mut(),
-            1,
-            &mut key,
-        );
-        let found = !pg_sys::systable_getnext(scan).is_null();
-        pg_sys::systable_endscan(scan);
+        let found = tables.iter().any(|table| {
+            let mut key: pg_sys::ScanKeyData = core::mem::zeroed();
+            // Column 1 of pg_dist_partition is logicalrelid (regclass, compared as an oid).
+            pg_sys::ScanKeyInit(
+                &mut key,
+                1,
+                pg_sys::BTEqualStrategyNumber as pg_sys::StrategyNumber,
+                pg_sys::RegProcedure::from(pg_sys::F_OIDEQ),
+                Datum::from(*table),
+            );
+            let scan = pg_sys::systable_beginscan(
+                rel,
+                index,
+                index != pg_sys::InvalidOid,
+                core::ptr::null_mut(),
+                1,
+                &mut key,
+            );
+            let hit = !pg_sys::systable_getnext(scan).is_null();
+            pg_sys::systable_endscan(scan);
+            hit
+        });
         pg_sys::table_close(rel, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
         found
     }

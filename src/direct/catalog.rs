@@ -13,6 +13,7 @@ use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::base::errors::{self, IdemError, Result};
 use crate::base::record::{self, Status, col};
+use crate::direct::generations::{self, Children, Generations};
 use crate::direct::shape::{self, Shape};
 
 #[derive(Clone, Copy)]
@@ -26,21 +27,38 @@ pub struct Catalog {
     /// A Citus table (`pg_dist_partition` lists its OID): on the coordinator an empty shell,
     /// on a worker a shell over hidden shards. Never read or written directly (`src/citus/`).
     pub distributed: bool,
+    /// The generations layout's tables, when the table has them (`generations.rs`).
+    pub generations: Option<Generations>,
 }
 
 thread_local! {
     static CATALOG: Cell<Option<Catalog>> = const { Cell::new(None) };
     /// Bumped by every invalidation of the watched relations (or of all relations).
     static GENERATION: Cell<u64> = const { Cell::new(0) };
-    /// (table, index) whose invalidation matters, including while a catalog is being built.
-    static WATCHED: Cell<(Oid, Oid)> = const { Cell::new((pg_sys::InvalidOid, pg_sys::InvalidOid)) };
+    /// The relations whose invalidation matters, including while a catalog is being built: the
+    /// table, its primary key, then the generations layout's tables and theirs.
+    static WATCHED: Cell<[Oid; WATCHED_LEN]> = const { Cell::new([pg_sys::InvalidOid; WATCHED_LEN]) };
     static CALLBACK_REGISTERED: Cell<bool> = const { Cell::new(false) };
+}
+
+const WATCHED_LEN: usize = 9;
+
+fn watch(table: Oid, index: Oid, generations: Option<&Generations>) {
+    let mut watched = [pg_sys::InvalidOid; WATCHED_LEN];
+    watched[0] = table;
+    watched[1] = index;
+    if let Some(g) = generations {
+        watched[2..5].copy_from_slice(&g.tables);
+        watched[5..8].copy_from_slice(&g.indexes);
+        watched[8] = g.layout;
+    }
+    WATCHED.with(|w| w.set(watched));
 }
 
 #[pgrx::pg_guard]
 extern "C-unwind" fn forget_catalog(_arg: Datum, relid: Oid) {
-    let (table, index) = WATCHED.with(Cell::get);
-    if relid == pg_sys::InvalidOid || relid == table || relid == index {
+    let watched = WATCHED.with(Cell::get);
+    if relid == pg_sys::InvalidOid || watched.contains(&relid) {
         CATALOG.with(|c| c.set(None));
         GENERATION.with(|g| g.set(g.get().wrapping_add(1)));
     }
@@ -97,8 +115,15 @@ unsafe fn status_type(rel: pg_sys::Relation) -> Option<Oid> {
     }
 }
 
-/// Build the catalog of the locked `rel`.
-unsafe fn build(nsp: Oid, rel: pg_sys::Relation, index: Oid) -> Result<Catalog> {
+/// Build the catalog of the locked `rel`; locks the generations (with `lockmode`) if it has
+/// them. With it, whether it may be cached: not when the table has children other than the
+/// generations, as dropping one of them does not invalidate the table.
+unsafe fn build(
+    nsp: Oid,
+    rel: pg_sys::Relation,
+    index: Oid,
+    lockmode: u32,
+) -> Result<(Catalog, bool)> {
     // SAFETY: `rel` is open and locked; the index is opened under that lock and closed again.
     unsafe {
         let idx = pg_sys::try_relation_open(index, pg_sys::AccessShareLock as pg_sys::LOCKMODE);
@@ -108,6 +133,8 @@ unsafe fn build(nsp: Oid, rel: pg_sys::Relation, index: Oid) -> Result<Catalog> 
         let status = status_type(rel);
         let mut statuses = [pg_sys::InvalidOid; 4];
         let mut shape = Shape::default();
+        let mut layout = None;
+        let mut keep = true;
         if let Some(typ) = status {
             for (slot, status) in statuses.iter_mut().zip(Status::ALL) {
                 *slot = record::enum_label_oid(typ, status.label())?;
@@ -115,19 +142,36 @@ unsafe fn build(nsp: Oid, rel: pg_sys::Relation, index: Oid) -> Result<Catalog> 
             if (*(*idx).rd_rel).relkind == pg_sys::RELKIND_INDEX as core::ffi::c_char {
                 shape = shape::of(rel, idx, typ);
             }
+            if (*(*rel).rd_rel).relhassubclass {
+                match generations::find(nsp, (*rel).rd_id) {
+                    Children::None => {}
+                    Children::Other => {
+                        shape = Shape::default();
+                        keep = false;
+                    }
+                    Children::Generations(found) => {
+                        watch((*rel).rd_id, index, Some(&found));
+                        generations::lock(&found, lockmode);
+                        shape = generations::shape(&found, rel, shape, typ);
+                        layout = Some(found);
+                    }
+                }
+            }
         }
         pg_sys::relation_close(idx, pg_sys::NoLock as pg_sys::LOCKMODE);
         // Citus invalidates the relation's relcache entry when it distributes (or undistributes)
         // it, which drops this cached catalog (`forget_catalog`).
         let distributed = crate::base::citus_detect::is_citus_table((*rel).rd_id);
-        Ok(Catalog {
+        let catalog = Catalog {
             namespace: nsp,
             table: (*rel).rd_id,
             index,
             statuses,
             shape,
             distributed,
-        })
+            generations: layout,
+        };
+        Ok((catalog, keep))
     }
 }
 
@@ -146,7 +190,8 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
             Some(c) => (c.namespace, c.table, c.index),
             None => resolve()?,
         };
-        WATCHED.with(|w| w.set((table, index)));
+        let layout = cached.and_then(|c| c.generations);
+        watch(table, index, layout.as_ref());
         // Privileges before the lock, as a statement's name lookup checks them: a role with no
         // rights must not queue for the table behind another session's lock. Every decision
         // still waits for the lock (`rules.rs` checks the exact privilege again).
@@ -163,6 +208,10 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
             // SAFETY: opened above; the lock stays to the end of the transaction.
             unsafe { pg_sys::table_close(rel, pg_sys::NoLock as pg_sys::LOCKMODE) }
         };
+        if let Some(g) = &layout {
+            // As a statement through the table locks its children, after it.
+            generations::lock(g, lockmode);
+        }
         if generation() != before {
             close(rel);
             continue;
@@ -171,8 +220,8 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
             return Ok(Some((catalog, rel, before)));
         }
         // SAFETY: `rel` is open and locked.
-        let catalog = match unsafe { build(nsp, rel, index) } {
-            Ok(catalog) => catalog,
+        let (catalog, keep) = match unsafe { build(nsp, rel, index, lockmode) } {
+            Ok(built) => built,
             Err(err) => {
                 close(rel);
                 return Err(err);
@@ -183,7 +232,9 @@ pub fn lock_table(lockmode: u32) -> Result<Option<(Catalog, pg_sys::Relation, u6
             close(rel);
             continue;
         }
-        CATALOG.with(|c| c.set(Some(catalog)));
+        if keep {
+            CATALOG.with(|c| c.set(Some(catalog)));
+        }
         return Ok(Some((catalog, rel, before)));
     }
     Ok(None)

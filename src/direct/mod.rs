@@ -4,12 +4,14 @@
 //! - `catalog`: the table's OIDs, `idem_status` labels and shape, learnt after the lock and
 //!   cached per backend;
 //! - `shape`: what "the table as the extension created it" means;
+//! - `generations`: the generations layout's tables, where a record may also be;
 //! - `lookup`: one record by primary key through the index;
 //! - `writer`: a row inserted or updated through the table AM and its indexes;
 //! - `rules`: every rule for when SQL takes over, with its reason;
 //! - `store`: all of it as the seam's direct implementation (`store.rs`).
 
 pub mod catalog;
+pub mod generations;
 pub mod lookup;
 pub mod rules;
 pub mod shape;

@@ -5,11 +5,15 @@
 //! - Reading ([`may_read`]):
 //!   - no USAGE on schema `idempotency` or no SELECT on the table: the error SQL would raise;
 //!   - the first 17 columns or the primary key are not as created: SQL reads whatever is there;
+//!   - child tables other than the generations layout's three, or a generation not as created
+//!     (`generations.rs`): SQL reads through the table;
 //!   - a Citus table: the rows are in shards, which only SQL reaches;
 //!   - row-level security applies: SQL applies the policies.
 //! - Writing ([`may_write`], then [`may_write_locked`] under `RowExclusiveLock`):
 //!   - the table is not exactly as created (columns, NOT NULLs, no defaults, the 8 CHECKs by
-//!     expression, no triggers or rules): only the executor runs those;
+//!     expression, no triggers or rules): only the executor runs those; in the generations
+//!     layout, the same for every generation, none has row-level security or a foreign key to
+//!     it, the table has no policies, and none is a Citus table (SQL refuses those, 0A000);
 //!   - a read-only transaction (SQL raises 25006, also on a standby), or REPEATABLE READ and
 //!     stricter (SQL raises serialization failures);
 //!   - something about the table was invalidated since the read: the read's decisions are void;
@@ -97,22 +101,25 @@ pub fn may_read(catalog: &Catalog) -> Result<bool> {
     Ok(idem_protocol::may_read(&Table(catalog)))
 }
 
-/// May this transaction write the table directly (before the write lock is taken)?
+/// May this transaction write the table directly (before the write lock is taken, with the
+/// read's locks held)? In the generations layout, not when the table or a generation is a
+/// Citus table (SQL refuses it, 0A000).
 pub fn may_write(catalog: &Catalog) -> bool {
     idem_protocol::may_write(&Table(catalog))
+        && catalog.generations.is_none_or(|g| {
+            // SAFETY: the read locked the table and its generations.
+            !unsafe { crate::direct::generations::on_citus(catalog.table, &g) }
+        })
 }
 
 /// With the write lock held: do the decisions of the read made at `generation` still stand,
-/// and does the caller hold `privilege`?
-pub fn may_write_locked(catalog: &Catalog, generation: u64, privilege: u32) -> bool {
+/// and does the caller hold `privilege` on `table` (the table, or a generation)?
+pub fn may_write_locked(generation: u64, privilege: u32, table: pg_sys::Oid) -> bool {
     idem_protocol::may_write_locked(changed_since(generation), || {
         // SAFETY: a privilege check of a locked relation.
         unsafe {
-            pg_sys::pg_class_aclcheck(
-                catalog.table,
-                pg_sys::GetUserId(),
-                privilege as pg_sys::AclMode,
-            ) == pg_sys::AclResult::ACLCHECK_OK
+            pg_sys::pg_class_aclcheck(table, pg_sys::GetUserId(), privilege as pg_sys::AclMode)
+                == pg_sys::AclResult::ACLCHECK_OK
         }
     })
 }

@@ -81,6 +81,7 @@ pub struct Shape {
 pub unsafe fn of(rel: pg_sys::Relation, index: pg_sys::Relation, status_type: Oid) -> Shape {
     // SAFETY: reads the relcache entries of open relations.
     unsafe {
+        // Child tables are judged by the caller (`catalog.rs`, `generations.rs`).
         let readable = (*(*rel).rd_rel).relkind == pg_sys::RELKIND_RELATION as core::ffi::c_char
             && columns_match(rel, status_type, false)
             && primary_key_matches(rel, index);

@@ -28,19 +28,41 @@ impl Writer {
     /// The table opened for writes with `privilege`, or `None` when the caller must write
     /// through SQL (`direct/rules.rs` lists when). `lookup` is the read this write follows: its
     /// decisions stand only if nothing was invalidated by the time the write lock is held.
+    /// An insert goes into [`Lookup::insert_target`] and needs INSERT there, as an INSERT into
+    /// that table would, and on `idempotency.requests` (whose grants a generation's follow only
+    /// at the next rotation step, sql/layout.sql); an update changes the row where `lookup`
+    /// found it and needs UPDATE on `idempotency.requests`, as an UPDATE through the table
+    /// would.
     pub fn open(lookup: &Lookup, privilege: u32) -> Option<Writer> {
-        if !crate::direct::rules::may_write(&lookup.catalog) {
+        let catalog = &lookup.catalog;
+        if !crate::direct::rules::may_write(catalog) {
             return None;
         }
-        // SAFETY: RowExclusiveLock (held to the end of the transaction) processes whatever was
-        // committed since the read; then the privilege is checked on the locked relation.
-        let heap = unsafe {
-            pg_sys::table_open(
-                lookup.catalog.table,
-                pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
-            )
+        let insert = privilege == pg_sys::ACL_INSERT;
+        let table = if insert {
+            lookup.insert_target()?
+        } else {
+            lookup.found_in()
         };
-        if !crate::direct::rules::may_write_locked(&lookup.catalog, lookup.generation, privilege) {
+        // SAFETY: RowExclusiveLock (held to the end of the transaction) processes whatever was
+        // committed since the read; then the privileges are checked on the locked relations.
+        // An update through the table locks the table too.
+        let heap = unsafe {
+            if !insert && table != catalog.table {
+                pg_sys::LockRelationOid(
+                    catalog.table,
+                    pg_sys::RowExclusiveLock as pg_sys::LOCKMODE,
+                );
+            }
+            pg_sys::table_open(table, pg_sys::RowExclusiveLock as pg_sys::LOCKMODE)
+        };
+        let may = |on| crate::direct::rules::may_write_locked(lookup.generation, privilege, on);
+        let allowed = if insert {
+            may(table) && (table == catalog.table || may(catalog.table))
+        } else {
+            may(catalog.table)
+        };
+        if !allowed {
             // SAFETY: opened above; the lock stays to the end of the transaction.
             unsafe { pg_sys::table_close(heap, pg_sys::NoLock as pg_sys::LOCKMODE) };
             return None;

@@ -275,9 +275,20 @@ fn forget(fcinfo: pg_sys::FunctionCallInfo) -> Result<bool> {
         )
     };
     let conn = Conn::open_for(c"requests")?;
-    Ok(!FORGET
-        .run(&conn, &[text_arg(scope), text_arg(key)])?
-        .is_empty())
+    // A rotation of the generations layout may move the record (a DELETE and an INSERT) while
+    // this waits for its row lock: then it deletes nothing, and tries again where it went.
+    for _ in 0..3 {
+        if !FORGET
+            .run(&conn, &[text_arg(scope), text_arg(key)])?
+            .is_empty()
+        {
+            return Ok(true);
+        }
+        if crate::spi::record_sql::find(&conn, scope, key)?.is_none() {
+            return Ok(false);
+        }
+    }
+    Ok(false)
 }
 
 c_function!(idem_forget, pg_finfo_idem_forget, forget);

@@ -13,40 +13,82 @@ use crate::base::errors::{self, IdemError, OrRaise, Result};
 use crate::base::settings;
 use crate::spi::{Conn, Statement, run_text};
 
+/// A batch statement for each layout: `$verb` (UPDATE or DELETE FROM) `idempotency.requests`
+/// `$set` on the rows that `$pick` (WHERE ... LIMIT $1 FOR UPDATE SKIP LOCKED) picks, where
+/// `$still` still holds. [`FLAT`] names a picked row by its ctid, in the table's own rows; in
+/// the generations layout a ctid names a row only within one table, so [`GENERATIONS`] names
+/// it by its table and ctid, and picks across the generations through the table in one order,
+/// with the table's privileges (sql/layout.sql).
+macro_rules! batch {
+    ($verb:literal, $set:literal, $pick:literal, $still:literal, $args:expr) => {
+        [
+            Statement {
+                sql: concat!(
+                    $verb,
+                    " ONLY idempotency.requests",
+                    $set,
+                    " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT ctid \
+                     FROM ONLY idempotency.requests ",
+                    $pick,
+                    ")) AND ",
+                    $still
+                ),
+                args: $args,
+            },
+            Statement {
+                sql: concat!(
+                    "WITH picked AS MATERIALIZED (SELECT tableoid AS t, ctid AS c \
+                     FROM idempotency.requests ",
+                    $pick,
+                    ") ",
+                    $verb,
+                    " idempotency.requests",
+                    $set,
+                    " WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT p.c FROM picked AS p)) \
+                     AND EXISTS (SELECT FROM picked AS p WHERE p.t OPERATOR(pg_catalog.=) \
+                     requests.tableoid AND p.c OPERATOR(pg_catalog.=) requests.ctid) AND ",
+                    $still
+                ),
+                args: $args,
+            },
+        ]
+    };
+}
+
+/// Which of a [`batch!`] pair.
+const FLAT: usize = 0;
+const GENERATIONS: usize = 1;
+
 /// processing → failed_retryable for leases that ended before `$2` (now − reclaim_grace).
 /// The recovery point stays, so the next claim can resume.
-static RECLAIM: Statement = Statement {
-    sql: "UPDATE idempotency.requests SET status = 'failed_retryable', \
-          failure_code = 'lease_expired', \
-          failure_message = pg_catalog.format('the lease of attempt %s%s ended at %s', attempt, \
-            CASE WHEN claimed_by IS NULL THEN '' \
-                 ELSE pg_catalog.format(' (claimed by %s)', claimed_by) END, \
-            locked_until), \
-          locked_until = NULL, updated_at = pg_catalog.now(), \
-          expires_at = GREATEST(expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) \
-            LEAST(retention, '100 years'::pg_catalog.interval)) \
-          WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY( \
-            SELECT ctid FROM idempotency.requests \
-            WHERE status OPERATOR(pg_catalog.=) 'processing' \
-              AND locked_until OPERATOR(pg_catalog.<) $2 \
-            ORDER BY locked_until LIMIT $1 FOR UPDATE SKIP LOCKED)) \
-          AND status OPERATOR(pg_catalog.=) 'processing' \
-          AND locked_until OPERATOR(pg_catalog.<) $2",
-    args: &[pg_sys::INT4OID, pg_sys::TIMESTAMPTZOID],
-};
+static RECLAIM: [Statement; 2] = batch!(
+    "UPDATE",
+    " SET status = 'failed_retryable', failure_code = 'lease_expired', \
+     failure_message = pg_catalog.format('the lease of attempt %s%s ended at %s', attempt, \
+       CASE WHEN claimed_by IS NULL THEN '' \
+            ELSE pg_catalog.format(' (claimed by %s)', claimed_by) END, \
+       locked_until), \
+     locked_until = NULL, updated_at = pg_catalog.now(), \
+     expires_at = GREATEST(expires_at, pg_catalog.now() OPERATOR(pg_catalog.+) \
+       LEAST(retention, '100 years'::pg_catalog.interval))",
+    "WHERE status OPERATOR(pg_catalog.=) 'processing' \
+       AND locked_until OPERATOR(pg_catalog.<) $2 \
+     ORDER BY locked_until LIMIT $1 FOR UPDATE SKIP LOCKED",
+    "status OPERATOR(pg_catalog.=) 'processing' AND locked_until OPERATOR(pg_catalog.<) $2",
+    &[pg_sys::INT4OID, pg_sys::TIMESTAMPTZOID]
+);
 
 /// Finished records past their retention. A processing row is never purged.
-static PURGE: Statement = Statement {
-    sql: "DELETE FROM idempotency.requests \
-          WHERE ctid OPERATOR(pg_catalog.=) ANY (ARRAY( \
-            SELECT ctid FROM idempotency.requests \
-            WHERE status OPERATOR(pg_catalog.<>) 'processing' \
-              AND expires_at OPERATOR(pg_catalog.<) pg_catalog.now() \
-            ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED)) \
-          AND status OPERATOR(pg_catalog.<>) 'processing' \
-          AND expires_at OPERATOR(pg_catalog.<) pg_catalog.now()",
-    args: &[pg_sys::INT4OID],
-};
+static PURGE: [Statement; 2] = batch!(
+    "DELETE FROM",
+    "",
+    "WHERE status OPERATOR(pg_catalog.<>) 'processing' \
+       AND expires_at OPERATOR(pg_catalog.<) pg_catalog.now() \
+     ORDER BY expires_at LIMIT $1 FOR UPDATE SKIP LOCKED",
+    "status OPERATOR(pg_catalog.<>) 'processing' \
+     AND expires_at OPERATOR(pg_catalog.<) pg_catalog.now()",
+    &[pg_sys::INT4OID]
+);
 
 /// Leases that ended before this are reclaimed: now() less `idempotency.reclaim_grace`.
 fn reclaim_cutoff() -> i64 {
@@ -63,9 +105,31 @@ pub fn reclaim_batch(conn: &Conn, batch: i32) -> Result<i64> {
         crate::entry::metrics::count_reclaimed(reclaimed as u64);
         return Ok(reclaimed);
     }
-    let rows = RECLAIM.run(conn, &[Some(Datum::from(batch)), Some(Datum::from(cutoff))])?;
-    crate::entry::metrics::count_reclaimed(rows.len() as u64);
-    Ok(rows.len() as i64)
+    let reclaimed = in_layout(
+        conn,
+        &RECLAIM,
+        [Some(Datum::from(batch)), Some(Datum::from(cutoff))],
+    )?;
+    crate::entry::metrics::count_reclaimed(reclaimed as u64);
+    Ok(reclaimed)
+}
+
+/// 0A000 when a generation has row-level security, triggers or a foreign key to it.
+const REFUSAL: &str = "SELECT idempotency.layout_refuse(idempotency.layout_refusal(true))";
+
+/// The pair's statement for the table's layout, run with at most `batch` rows.
+fn in_layout<const N: usize>(
+    conn: &Conn,
+    pair: &'static [Statement; 2],
+    args: [Option<Datum>; N],
+) -> Result<i64> {
+    if !crate::spi::record_sql::generations_layout() {
+        return Ok(pair[FLAT].run(conn, &args)?.len() as i64);
+    }
+    // Not on generations that carry code or policies this layout does not take yet (the
+    // worker runs this as the table's owner).
+    run_text(conn, REFUSAL, &[], &[])?;
+    Ok(pair[GENERATIONS].run(conn, &args)?.len() as i64)
 }
 
 /// Purge at most `batch` expired finished records in the current transaction.
@@ -75,9 +139,37 @@ pub fn purge_batch(conn: &Conn, batch: i32) -> Result<i64> {
         crate::entry::metrics::count_purged(purged as u64);
         return Ok(purged);
     }
-    let rows = PURGE.run(conn, &[Some(Datum::from(batch))])?;
-    crate::entry::metrics::count_purged(rows.len() as u64);
-    Ok(rows.len() as i64)
+    let purged = in_layout(conn, &PURGE, [Some(Datum::from(batch))])?;
+    crate::entry::metrics::count_purged(purged as u64);
+    Ok(purged)
+}
+
+/// One step of the generations layout's rotation (sql/layout.sql), as `idem_rotate()` with
+/// `batch`: what the worker does there instead of deleting expired records.
+const ROTATE: &str = "SELECT idempotency.layout_bounded('100 ms'::pg_catalog.interval, \
+     'rotate'::pg_catalog.text, 'rotate'::pg_catalog.text, NULL::pg_catalog.text, false, $1)";
+
+/// The worker's retention step: [`purge_batch`] in the flat layout; in the generations layout
+/// one rotation step (a whole generation emptied with TRUNCATE, no DELETE), whose answer gives
+/// the survivors it moved (0 when it switched, emptied, was busy or idle: nothing more this
+/// round).
+pub fn purge_or_rotate(conn: &Conn, batch: i32) -> Result<i64> {
+    if !crate::spi::record_sql::generations_layout() {
+        return purge_batch(conn, batch);
+    }
+    let rows = run_text(
+        conn,
+        ROTATE,
+        &[pg_sys::INT4OID],
+        &[Some(Datum::from(batch))],
+    )?;
+    // SAFETY: the function returns text.
+    let step = unsafe { crate::base::datum::datum_bytes(rows.required(0, 1)?) };
+    let moved = std::str::from_utf8(step)
+        .ok()
+        .and_then(|s| s.strip_prefix("moved "))
+        .and_then(|n| n.parse().ok());
+    Ok(moved.unwrap_or(0))
 }
 
 /// `statement` on one shard placement of a distributed table, `idempotency.<shard>` (a name
@@ -91,7 +183,12 @@ fn on_shard(statement: &Statement, shard: &str) -> String {
 pub fn reclaim_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
     let cutoff = reclaim_cutoff();
     let args = [Some(Datum::from(batch)), Some(Datum::from(cutoff))];
-    let rows = run_text(conn, &on_shard(&RECLAIM, shard), RECLAIM.args, &args)?;
+    let rows = run_text(
+        conn,
+        &on_shard(&RECLAIM[FLAT], shard),
+        RECLAIM[FLAT].args,
+        &args,
+    )?;
     crate::entry::metrics::count_reclaimed(rows.len() as u64);
     Ok(rows.len() as i64)
 }
@@ -99,7 +196,12 @@ pub fn reclaim_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
 /// [`purge_batch`] on one local shard placement (`idempotency.citus_upkeep = shards`).
 pub fn purge_shard(conn: &Conn, batch: i32, shard: &str) -> Result<i64> {
     let args = [Some(Datum::from(batch))];
-    let rows = run_text(conn, &on_shard(&PURGE, shard), PURGE.args, &args)?;
+    let rows = run_text(
+        conn,
+        &on_shard(&PURGE[FLAT], shard),
+        PURGE[FLAT].args,
+        &args,
+    )?;
     crate::entry::metrics::count_purged(rows.len() as u64);
     Ok(rows.len() as i64)
 }

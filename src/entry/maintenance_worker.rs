@@ -1,6 +1,7 @@
 //! The maintenance worker of one database (`idempotency maintenance`), started by the launcher
 //! (`worker.rs`): it connects to its database, returns at once if the extension is not
-//! installed there, and otherwise reclaims, then purges, a batch per transaction while batches
+//! installed there, and otherwise reclaims, then purges (or, in the generations layout,
+//! rotates: docs/retention.md), a batch per transaction while batches
 //! come back full, each batch as the table's owner (`as_owner.rs`). An error in one step is a
 //! WARNING naming the database, and the next steps still run.
 
@@ -239,7 +240,12 @@ fn maintain() -> Result<()> {
                 batch,
                 maintenance::reclaim_batch,
             );
-            purged = isolated(c"idem_purge", c"requests", batch, maintenance::purge_batch);
+            purged = isolated(
+                c"idem_purge",
+                c"requests",
+                batch,
+                maintenance::purge_or_rotate,
+            );
         }
         Upkeep::Shards(shards) => {
             for shard in &shards {

@@ -67,8 +67,21 @@ extension_sql_file!(
     requires = ["bootstrap"]
 );
 
+// plain SQL (docs/retention.md)
+extension_sql_file!(
+    "../../sql/layout.sql",
+    name = "layout",
+    requires = ["claim_functions"]
+);
+
+extension_sql_file!(
+    "../../sql/rotate.sql",
+    name = "rotate",
+    requires = ["layout"]
+);
+
 extension_sql_file!(
     "../../sql/grants.sql",
     name = "grants",
-    requires = ["consumers", "maintenance", "metrics"]
+    requires = ["consumers", "maintenance", "metrics", "layout", "rotate"]
 );

@@ -145,6 +145,76 @@ mod tests {
         ),
         // Distributing the table (Citus) is for its owner; without Citus it raises P4060.
         ("idem_distribute", "SELECT idem_distribute('key')", &[]),
+        // The generations layout (sql/layout.sql): switching and rotating are the table
+        // owner's; its steps are not PUBLIC's; the helpers a claim calls need only the schema.
+        ("idem_set_layout", "SELECT idem_set_layout('flat')", &[]),
+        ("idem_rotate", "SELECT idem_rotate()", &[]),
+        (
+            "layout_bounded",
+            "SELECT idempotency.layout_bounded('1 s', 'x', 'rotate', NULL, false, 1)",
+            &[],
+        ),
+        (
+            "layout_switch",
+            "SELECT idempotency.layout_switch('flat')",
+            &[],
+        ),
+        (
+            "layout_rotate",
+            "SELECT idempotency.layout_rotate(false, 1)",
+            &[],
+        ),
+        (
+            "layout_sync_grants",
+            "SELECT idempotency.layout_sync_grants()",
+            &[],
+        ),
+        (
+            "layout_begin",
+            "SELECT idempotency.layout_begin('x', '1 s')",
+            &[],
+        ),
+        (
+            "layout_table",
+            "SELECT idempotency.layout_table(1::int2, true)",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        // A trigger function: called directly, 0A000 for whoever may reach the schema.
+        (
+            "layout_guard",
+            "SELECT idempotency.layout_guard()",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "layout_columns",
+            "SELECT idempotency.layout_columns()",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "layout_truncated_since_snapshot",
+            "SELECT idempotency.layout_truncated_since_snapshot()",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "layout_claim_generation",
+            "SELECT idempotency.layout_claim_generation()",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "layout_refusal",
+            "SELECT idempotency.layout_refusal(true)",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "layout_on_citus",
+            "SELECT idempotency.layout_on_citus()",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "layout_refuse",
+            "SELECT idempotency.layout_refuse(NULL)",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
         // A claim's policy probe (row-level security) needs what a new claim needs.
         (
             "claim_policy_probe",

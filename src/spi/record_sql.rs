@@ -93,15 +93,73 @@ static LOCK_CURRENT: Statement = Statement {
     args: &[TEXT, TEXT, INT4],
 };
 
-/// A new record names only the columns a new claim sets, so that a default the table's owner
-/// added to another column applies, as for any INSERT ($4 and $6..$9 are not used).
-static INSERT: Statement = Statement {
-    sql: "INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, \
-          claimed_by, claimed_at, locked_until, lease, retention, created_at, updated_at, \
-          expires_at) VALUES ($1, $2, $3, 'processing', $5, $10, $11, $12, $13, $14, $15, $16, \
-          $17) ON CONFLICT (scope, key) DO NOTHING",
-    args: &RECORD_ARGS,
+/// A new record into `$table` names only the columns a new claim sets, so that a default the
+/// table's owner added to another column applies, as for any INSERT ($4 and $6..$9 are not
+/// used). `$conflict` is the table's `(scope, key)`; a generation's is bare, so that the
+/// insert needs INSERT there and nothing else (sql/layout.sql refuses the other unique
+/// indexes it would also cover).
+macro_rules! insert_into {
+    ($table:literal, $conflict:literal) => {
+        Statement {
+            sql: concat!(
+                "INSERT INTO ",
+                $table,
+                " (scope, key, request_hash, status, attempt, claimed_by, claimed_at, \
+                 locked_until, lease, retention, created_at, updated_at, expires_at) VALUES \
+                 ($1, $2, $3, 'processing', $5, $10, $11, $12, $13, $14, $15, $16, $17) \
+                 ON CONFLICT ",
+                $conflict,
+                " DO NOTHING"
+            ),
+            args: &RECORD_ARGS,
+        }
+    };
+}
+
+/// By generation of the generations layout (sql/layout.sql); 0 is the table itself: the flat
+/// layout's one table.
+static INSERT: [Statement; 4] = [
+    insert_into!("idempotency.requests", "(scope, key)"),
+    insert_into!("idempotency.requests_g1", ""),
+    insert_into!("idempotency.requests_g2", ""),
+    insert_into!("idempotency.requests_g3", ""),
+];
+
+/// The generation a new record goes into, read under the key's lock (sql/layout.sql).
+static CLAIM_GENERATION: Statement = Statement {
+    sql: "SELECT idempotency.layout_claim_generation()",
+    args: &[],
 };
+
+/// Whether `idempotency.requests` is in the generations layout: `idempotency.layout` exists
+/// only then (told from the catalog as it is now, not as a snapshot saw it).
+pub fn generations_layout() -> bool {
+    // SAFETY: catalog lookups by name.
+    unsafe {
+        let nsp = pgrx::pg_sys::get_namespace_oid(c"idempotency".as_ptr(), true);
+        nsp != pgrx::pg_sys::InvalidOid
+            && pgrx::pg_sys::get_relname_relid(c"layout".as_ptr(), nsp) != pgrx::pg_sys::InvalidOid
+    }
+}
+
+/// The generation a new record of a claim goes into: 0 in the flat layout.
+fn claim_generation(conn: &Conn) -> Result<usize> {
+    if !generations_layout() {
+        return Ok(0);
+    }
+    let rows = CLAIM_GENERATION.run(conn, &[])?;
+    // An int2; NULL only without idempotency.layout, which a switch back to flat cannot drop
+    // while this claim holds its lock on the table: taken as the flat layout all the same.
+    let generation = rows.get(0, 1)?.map(|d| d.value() as i16);
+    match generation {
+        None => Ok(0),
+        Some(g @ 0..=3) => Ok(g as usize),
+        Some(g) => Err(IdemError::new(
+            errors::INTERNAL_ERROR,
+            format!("idempotency.layout names generation {g}"),
+        )),
+    }
+}
 
 /// Every column but the key, for a row the caller has locked; one statement per status.
 macro_rules! update_to {
@@ -184,7 +242,8 @@ pub fn insert(conn: &Conn, record: &Record) -> Result<bool> {
             "a new record is processing, with no outcome yet",
         ));
     }
-    Ok(!INSERT.run(conn, &record_args(record))?.is_empty())
+    let statement = &INSERT[claim_generation(conn)?];
+    Ok(!statement.run(conn, &record_args(record))?.is_empty())
 }
 
 /// sql/claim.sql's probe: raises the policy's 42501 for a new row of the key, or returns.

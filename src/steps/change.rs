@@ -3,7 +3,7 @@
 //! else through SQL, with the same [`Transition`] either way.
 
 use crate::base::errors::Result;
-use crate::base::record::Record;
+use crate::base::record::{Record, Status};
 pub use crate::base::store::Target;
 use crate::base::store::{Step, Stop, Store};
 use crate::spi::{Conn, LazyConn};
@@ -66,16 +66,29 @@ fn change_with(
     transition: &Transition,
     clock: Clock,
 ) -> Step<core::result::Result<Changed, Option<Record>>> {
-    if let Some(stored) = store.lock_current(target, clock.txn)? {
-        let new = transition.apply(Some(&stored), clock)?;
-        if store.update(&new)? {
-            return Ok(Ok(Changed::of(&new, store.direct())));
+    let mut passes = 0;
+    loop {
+        if let Some(stored) = store.lock_current(target, clock.txn)? {
+            let new = transition.apply(Some(&stored), clock)?;
+            if store.update(&new)? {
+                return Ok(Ok(Changed::of(&new, store.direct())));
+            }
+        }
+        if store.direct() {
+            // What the direct path reads lives in its scan, which is closed when the change
+            // returns: SQL reads the record that explains a change not made.
+            return Err(Stop::UseSql);
+        }
+        let now = store.find(target.scope, target.key)?;
+        // The rotation of the generations layout moves a record (a DELETE and an INSERT)
+        // under its row lock: a change that waited for that lock finds no row, while the
+        // record is the current attempt still, in another generation. Lock it there.
+        passes += 1;
+        let moved = now.is_some_and(|r| {
+            r.status == Status::Processing && target.attempt.is_none_or(|a| a == r.attempt)
+        });
+        if !moved || passes == 3 {
+            return Ok(Err(now));
         }
     }
-    if store.direct() {
-        // What the direct path reads lives in its scan, which is closed when the change
-        // returns: SQL reads the record that explains a change not made.
-        return Err(Stop::UseSql);
-    }
-    Ok(Err(store.find(target.scope, target.key)?))
 }

@@ -133,17 +133,28 @@ fn drive_chaos(server: &Server, chaos: &Chaos, seed: u64, stop: &AtomicBool, loa
 
 #[test]
 fn chaos_audit() {
+    audit_under_chaos("chaos", false, 16, 30);
+}
+
+/// The same in the generations layout (docs/retention.md), with a 2 s window: the worker
+/// rotates about every round, moving every live record under the faults (issue #24, part 4).
+#[test]
+fn chaos_audit_in_the_generations_layout() {
+    audit_under_chaos("chaos_gen", true, 8, 20);
+}
+
+fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64) {
     if chosen_major().is_none() {
         return;
     }
-    let sessions = env_u64("IDEM_CHAOS_SESSIONS", 16).max(1);
-    let seconds = env_u64("IDEM_CHAOS_SECONDS", 30);
+    let sessions = env_u64("IDEM_CHAOS_SESSIONS", sessions).max(1);
+    let seconds = env_u64("IDEM_CHAOS_SECONDS", seconds);
     let seed = env_u64("IDEM_CHAOS_SEED", 1);
     let load = Duration::from_secs(seconds);
-    eprintln!("chaos: {sessions} sessions, {seconds} s, seed {seed}");
+    eprintln!("{name}: {sessions} sessions, {seconds} s, seed {seed}");
 
     let server = Server::init(
-        "chaos",
+        name,
         &format!(
             "idempotency.naptime = '{NAPTIME_MS}ms'\nmax_connections = {}\n",
             sessions * 2 + 20
@@ -158,6 +169,15 @@ fn chaos_audit() {
         .connect("chaos")
         .batch_execute(SCHEMA)
         .expect("schema");
+    if generations {
+        server
+            .connect("chaos")
+            .batch_execute(
+                "SELECT idem_set_layout('generations'); \
+                 UPDATE idempotency.layout SET generation_window = '2 s'",
+            )
+            .expect("the generations layout");
+    }
 
     let chaos = Chaos::default();
     let traffic = Load::new(vec![server.port]);
@@ -225,8 +245,21 @@ fn chaos_audit() {
     let crashed = crashes(&server.log(), &killed);
     let unexpected = stats.unexpected.lock().expect("unexpected").clone();
 
+    let layout = if generations {
+        let switched: String = db
+            .query_one(
+                "SELECT 'generations, current ' || current_generation || ', switched ' || \
+                 round(extract(epoch FROM now() - switched_at)) || ' s ago' FROM idempotency.layout",
+                &[],
+            )
+            .expect("layout")
+            .get(0);
+        switched
+    } else {
+        "flat".into()
+    };
     println!(
-        "chaos figures ({sessions} sessions, {load_secs:.0} s of load, seed {seed}):\n\
+        "chaos figures ({sessions} sessions, {load_secs:.0} s of load, seed {seed}, {layout}):\n\
          requests            {}\n\
          keys                {}\n\
          claims              {}\n\

@@ -11,6 +11,7 @@
 //! be installed already (`cargo pgrx test` does that): the script is told not to install it.
 
 use crate::common;
+mod layout;
 mod upkeep;
 
 use std::path::PathBuf;
@@ -439,6 +440,7 @@ fn citus_cluster() {
     }
     let citus = Citus::up();
     let mut c = citus.coordinator();
+    layout::generations_while_local(&mut c);
     // Without distribution nothing changes; idem_distribute checks its arguments.
     assert_eq!(
         state(c.query("SELECT idem_distribute('tenant')", &[])),

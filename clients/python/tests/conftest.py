@@ -21,16 +21,18 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 APPS = ROOT / "examples" / "http" / "python"
 FRAMEWORKS = ["fastapi", "flask", "django"]
-_ports = itertools.count(int(os.environ.get("IDEM_HTTP_APP_PORT", "0")))
+_first_port = int(os.environ.get("IDEM_HTTP_APP_PORT", "0"))
+_ports = itertools.count(_first_port)
 
 
 def free_port() -> int:
-    base = next(_ports)
-    if base == 0:
+    # Without IDEM_HTTP_APP_PORT, every port is the kernel's pick (counting up from 0 gave
+    # ports 1, 2, 3, ... from the second server on, the same in every pytest run).
+    if _first_port == 0:
         with socket.socket() as s:
             s.bind(("127.0.0.1", 0))
             return s.getsockname()[1]
-    return base
+    return next(_ports)
 
 
 class Server:
@@ -66,10 +68,31 @@ class Server:
                 raise RuntimeError(f"{self.framework} app exited with {self.proc.returncode}:\n{err}")
             try:
                 httpx.get(self.url + "/runs/start", timeout=1)
-                return self
             except httpx.TransportError:
                 time.sleep(0.2)
+                continue
+            # An answer proves a server on the port, not that it is this one: another process
+            # may hold the port (this one then exits with "Address already in use", above).
+            if self.listening():
+                return self
+            time.sleep(0.2)
         raise RuntimeError(f"the {self.framework} app did not start")
+
+    def listening(self) -> bool:
+        """Does this server's process hold the socket that listens on its port? (Linux: the
+        socket's inode in /proc/net/tcp among the process's descriptors; elsewhere, yes.)"""
+        try:
+            lines = Path("/proc/net/tcp").read_text().splitlines()[1:]
+        except OSError:
+            return True
+        port = f":{self.port:04X}"
+        inodes = {f"socket:[{f[9]}]" for f in (line.split() for line in lines)
+                  if f[1].endswith(port) and f[3] == "0A"}
+        fds = Path(f"/proc/{self.proc.pid}/fd")
+        try:
+            return any(os.readlink(fd) in inodes for fd in fds.iterdir())
+        except OSError:
+            return False
 
     def stderr(self) -> str:
         self.log.seek(0)

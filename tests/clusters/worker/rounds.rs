@@ -11,11 +11,11 @@ use std::time::Duration;
 
 use common::{Client, claim, count, metrics, records, sqlstate, wait_for, worker_cluster};
 
-const NAPTIME: Duration = Duration::from_millis(200);
+pub(super) const NAPTIME: Duration = Duration::from_millis(200);
 
 static SERIAL: RwLock<()> = RwLock::new(());
 
-fn shared() -> RwLockReadGuard<'static, ()> {
+pub(super) fn shared() -> RwLockReadGuard<'static, ()> {
     SERIAL.read().unwrap_or_else(|e| e.into_inner())
 }
 
@@ -50,7 +50,7 @@ fn wait_for_setting(client: &mut Client, setting: &str, shown: &str) {
 }
 
 /// A fresh database, with the extension or without.
-fn create_database(name: &str, with_extension: bool) -> Client {
+pub(super) fn create_database(name: &str, with_extension: bool) -> Client {
     if with_extension {
         worker_cluster().database(name)
     } else {
@@ -63,7 +63,7 @@ fn drop_database(name: &str) {
 }
 
 /// Records of `scope` whose retention has ended, one per finished state.
-fn expired_finished_records(client: &mut Client, scope: &str) {
+pub(super) fn expired_finished_records(client: &mut Client, scope: &str) {
     client
         .batch_execute(&format!(
             "SELECT idem_claim('{scope}', 'ok', 'h', retention => '1 millisecond');

@@ -2,6 +2,7 @@
 
 mod call;
 mod call_site;
+mod generations_path;
 mod race;
 mod sessions;
 mod wait;

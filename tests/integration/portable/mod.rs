@@ -15,7 +15,7 @@ mod canonical;
 mod contract;
 mod cron;
 mod differential;
-mod move_up;
+pub(crate) mod move_up;
 mod pg_cron;
 mod race;
 mod sessions;
@@ -35,7 +35,7 @@ fn portable_sql() -> &'static str {
 
 /// Database `name` owned by the new non-superuser role `{name}_owner`, with the portable
 /// edition installed by that role: a session of it.
-fn install(name: &str) -> Client {
+pub(crate) fn install(name: &str) -> Client {
     let c = cluster();
     let owner = format!("{name}_owner");
     c.drop_database(name);

@@ -125,7 +125,7 @@ fn a_portable_database_moves_up_to_the_native_extension_in_place() {
 }
 
 /// A client tool of the Postgres under test (pg_dump, pg_restore), run against the cluster.
-fn tool(c: &common::Cluster, name: &str, args: &[&str]) {
+pub(crate) fn tool(c: &common::Cluster, name: &str, args: &[&str]) {
     let out = std::process::Command::new(c.bindir.join(name))
         .args([
             "-h",

@@ -73,6 +73,7 @@ struct Function {
     args: Vec<(String, String)>, // (name, type)
 }
 
+/// The extension's functions a statement can call (a trigger function cannot be).
 fn functions(db: &mut Client) -> Vec<Function> {
     db.query(
         "SELECT p.oid::regprocedure::text, \
@@ -84,7 +85,8 @@ fn functions(db: &mut Client) -> Vec<Function> {
          FROM pg_proc p JOIN pg_depend d ON d.classid = 'pg_proc'::regclass AND d.objid = p.oid \
          JOIN pg_extension e ON e.oid = d.refobjid \
          WHERE e.extname = 'idempotency' AND d.deptype = 'e' \
-           AND p.pronamespace::regnamespace::text <> 'tests' ORDER BY 1",
+           AND p.pronamespace::regnamespace::text <> 'tests' \
+           AND p.prorettype <> 'trigger'::regtype ORDER BY 1",
         &[],
     )
     .expect("the extension's functions")
@@ -371,7 +373,11 @@ fn every_function_survives_hostile_arguments() {
     let untouched: Vec<_> = total
         .per_function
         .iter()
-        .filter(|(f, (ok, _))| *ok == 0 && !f.ends_with(".idem_distribute"))
+        // layout_bounded takes six arguments, each drawn bad or NULL often: it rarely gets
+        // through them all, and idem_set_layout and idem_rotate, which must, go through it.
+        .filter(|(f, (ok, _))| {
+            *ok == 0 && !f.ends_with(".idem_distribute") && !f.ends_with(".layout_bounded")
+        })
         .map(|(f, _)| f)
         .collect();
     assert!(

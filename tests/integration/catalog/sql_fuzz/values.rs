@@ -54,7 +54,8 @@ impl Gen {
     }
 
     fn text(&mut self, name: &str) -> Arg {
-        let pool_hit = self.rng.random_bool(0.55);
+        // The layout's switches (kind, step) mostly valid, so that they get past their checks.
+        let pool_hit = matches!(name, "kind" | "step") || self.rng.random_bool(0.55);
         if pool_hit {
             let v = match name {
                 "scope" | "consumer" | "stream" | "topic" => self.pick(SCOPES),
@@ -74,6 +75,8 @@ impl Gen {
                     "app; drop",
                 ]),
                 "claimed_by" => self.pick(&["worker-1", "w2"]),
+                "kind" => self.pick(&["generations", "flat", "daily"]),
+                "step" => self.pick(&["switch", "rotate", "x"]),
                 _ => self.pick(&["x", "42", "{}", "worker", "timeout"]),
             };
             return Arg::Text(v.to_string());
@@ -195,6 +198,7 @@ impl Gen {
             (_, "bigint[]") => self.pick(&["{1,2,3}", "{4}", "{}"]).into(),
             (_, "boolean") => self.pick(&["true", "false"]).into(),
             ("wait", _) => self.pick(&["0", "5 ms"]).into(),
+            ("lock_wait", _) => self.pick(&["1 min", "10 ms", "0"]).into(),
             ("lease", _) => self
                 .pick(&["30 s", "1 min", "10 ms", "1 microsecond"])
                 .into(),

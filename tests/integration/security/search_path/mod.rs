@@ -139,17 +139,45 @@ fn no_statement_resolves_through_search_path() {
         )
         .expect("set-up");
 
+    // 1. The statements, from a backend that ran every call (as `victim`: RLS on, so SQL).
+    let (mut victim, _) = cluster.connect_collecting(&cluster.name, "victim");
+    victim
+        .batch_execute("SET default_transaction_isolation = 'repeatable read'")
+        .expect("rr");
+    // The generations layout's inserts (sql/layout.sql): without row-level security, which it
+    // refuses; a new key in generations 1, 2 and 3. Then flat and RLS again.
+    let switch = |admin: &mut Client, sql: &str| admin.batch_execute(sql).expect("layout");
+    switch(
+        &mut admin,
+        "DROP POLICY everything ON idempotency.requests;
+         ALTER TABLE idempotency.requests DISABLE ROW LEVEL SECURITY;
+         SELECT idem_set_layout('generations');",
+    );
+    let generation = "SELECT outcome::text FROM idem_claim('gen', $1, 'h')";
+    let new_key = |victim: &mut Client, key: &str| -> String {
+        victim.query_one(generation, &[&key]).expect("claim").get(0)
+    };
+    assert_eq!(new_key(&mut victim, "in-g1"), "new_claim");
+    switch(&mut admin, "SELECT idem_rotate(force => true)");
+    assert_eq!(new_key(&mut victim, "in-g2"), "new_claim");
+    switch(&mut admin, "SELECT idem_rotate(force => true)");
+    assert_eq!(new_key(&mut victim, "in-g3"), "new_claim");
+    // The upkeep's batches in this layout, picked across the generations through the table.
+    victim
+        .batch_execute("SELECT idem_purge(); SELECT idem_reclaim();")
+        .expect("upkeep in the generations layout");
+    switch(
+        &mut admin,
+        "SELECT idem_set_layout('flat');
+         ALTER TABLE idempotency.requests ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY everything ON idempotency.requests USING (true) WITH CHECK (true);",
+    );
     // A claim that stays uncommitted for the whole test: ('held', 'k') is being inserted.
     let mut holder = cluster.session();
     holder
         .batch_execute("BEGIN; SELECT idem_claim('held', 'k', 'h');")
         .expect("held key");
 
-    // 1. The statements, from a backend that ran every call (as `victim`: RLS on, so SQL).
-    let (mut victim, _) = cluster.connect_collecting(&cluster.name, "victim");
-    victim
-        .batch_execute("SET default_transaction_isolation = 'repeatable read'")
-        .expect("rr");
     let baseline = exercise(&mut victim, "base");
     let statements: BTreeSet<String> = victim
         .query("SELECT s FROM tests.prepared_statements() AS s", &[])
