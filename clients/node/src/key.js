@@ -37,7 +37,7 @@ export function parseKey(lines) {
     }
     if (typeof item[0] !== 'string') throw malformed('the Idempotency-Key value is not a valid sf-string');
     key = item[0];
-    if (key === '') throw malformed('the Idempotency-Key value is empty');
+    if (key.trim() === '') throw malformed('the Idempotency-Key value is empty or only spaces');
   } else {
     if (value.includes(',')) throw malformed('the Idempotency-Key value is a list (it contains a comma)');
     if (!BARE.test(value)) {

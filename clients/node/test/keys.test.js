@@ -15,7 +15,7 @@ test('absent and malformed keys', () => {
   for (const value of [undefined, []]) {
     assert.throws(() => parseKey(value), (e) => e instanceof IdempotencyKeyError && e.slug === 'key-required');
   }
-  for (const value of ['', ' ', '"unterminated', '""', 'a b', 'a,b', '"a", "b"', ['a', 'b'], `"${'x'.repeat(256)}"`, 'x'.repeat(256), '\u00e9']) {
+  for (const value of ['', ' ', '"unterminated', '""', '"   "', 'a b', 'a,b', '"a", "b"', ['a', 'b'], `"${'x'.repeat(256)}"`, 'x'.repeat(256), '\u00e9']) {
     assert.throws(() => parseKey(value), (e) => e instanceof IdempotencyKeyError && e.slug === 'key-malformed', String(value));
   }
 });
