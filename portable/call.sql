@@ -41,6 +41,19 @@ BEGIN
 END
 $fn$;
 
+-- Is there another function named as `fn` in its schema (which a call by name could reach)?
+CREATE FUNCTION idempotency.portable_call_overloaded(fn pg_catalog.regprocedure, nsp pg_catalog.oid, name_ pg_catalog.name)
+RETURNS pg_catalog.bool
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    RETURN EXISTS (SELECT FROM pg_catalog.pg_proc AS o
+                    WHERE o.pronamespace OPERATOR(pg_catalog.=) nsp AND o.proname OPERATOR(pg_catalog.=) name_
+                      AND o.oid OPERATOR(pg_catalog.<>) fn::pg_catalog.oid);
+END
+$fn$;
+
 -- idem_call itself is a SQL wrapper without SET search_path, the one function of the edition
 -- without it: it hands the caller's search_path to the work, which runs the callee under it,
 -- as the native edition does (a callee may name its own tables unqualified). The wrapper's
@@ -115,6 +128,15 @@ BEGIN
             HINT = 'Calling a function needs USAGE on its schema, even when given by OID.';
     END IF;
 
+    -- SQL cannot call a function by its OID: the call below names it, and another function of
+    -- that name in its schema could make the call ambiguous (42725), which would record the
+    -- key as failed for good. Refused before anything is recorded (docs/managed.md).
+    IF idempotency.portable_call_overloaded(portable_call.fn, proc.pronamespace, proc.proname) THEN
+        RAISE EXCEPTION USING ERRCODE = '42725',
+            MESSAGE = pg_catalog.format('idem_call cannot call %s: another function of that name is in its schema', fname),
+            DETAIL = 'The portable edition calls a function by its name, which that other function could make ambiguous.',
+            HINT = 'Give the function a name of its own in its schema, or move up to the native edition, which calls it by its OID.';
+    END IF;
     claimed := @extschema@.idem_claim(s, k, @extschema@.idem_hash(portable_call.request), portable_call.lease, portable_call.retention);
     IF claimed.outcome OPERATOR(pg_catalog.=) ANY ('{replay_success,final_failure}'::@extschema@.idem_outcome[]) THEN
         result := ROW(claimed.outcome, claimed.response, claimed.failure_code, claimed.failure_message, claimed.attempt);
@@ -135,6 +157,11 @@ BEGIN
     EXCEPTION WHEN assert_failure OR others THEN
         GET STACKED DIAGNOSTICS code = RETURNED_SQLSTATE, msg = MESSAGE_TEXT;
         IF @extschema@.idem_retryable(code) THEN
+            RAISE;
+        END IF;
+        -- An overload added since the check above: nothing is recorded, as before the claim.
+        IF code OPERATOR(pg_catalog.=) '42725'::pg_catalog.text
+           AND idempotency.portable_call_overloaded(portable_call.fn, proc.pronamespace, proc.proname) THEN
             RAISE;
         END IF;
         msg := idempotency.portable_clip(msg, 8192);

@@ -277,7 +277,30 @@ DECLARE
     duplicate pg_catalog.text;
     cut pg_catalog.int4;
     result pg_catalog.text;
+    lone pg_catalog.text[];
 BEGIN
+    -- A lone surrogate escape, which jsonb would refuse with its own 22P02: the native 22P05
+    -- and message, naming the first one and its byte offset (each \\ in bare is 2 bytes).
+    IF bare OPERATOR(pg_catalog.~*) E'\\\\ud[89a-f]'::pg_catalog.text THEN
+        lone := pg_catalog.regexp_match(bare,
+            E'^(.*?)(\\\\u[dD][89abAB][0-9a-fA-F]{2}(?!\\\\u[dD][c-fC-F][0-9a-fA-F]{2})|(?<!\\\\u[dD][89abAB][0-9a-fA-F]{2})\\\\u[dD][c-fC-F][0-9a-fA-F]{2})'::pg_catalog.text);
+        IF lone IS NOT NULL THEN
+            -- The native parser reads the document once: a number beyond the doubles before
+            -- the escape is named first. The numbers of the text before it, strings taken out.
+            PERFORM idempotency._idem_jcs_number(n.raw::pg_catalog.numeric, n.raw)
+               FROM pg_catalog.regexp_matches(pg_catalog.regexp_replace(pg_catalog.regexp_replace(lone[1],
+                        '"(?:[^"\\]|\\.)*"'::pg_catalog.text, ''::pg_catalog.text, 'g'::pg_catalog.text),
+                        '"(?:[^"\\]|\\.)*$'::pg_catalog.text, ''::pg_catalog.text),
+                        '-?[0-9][0-9.eE+-]*'::pg_catalog.text, 'g'::pg_catalog.text) AS m (raw_)
+              CROSS JOIN LATERAL (SELECT m.raw_[1] AS raw) AS n
+             WHERE pg_catalog.abs(n.raw::pg_catalog.numeric) OPERATOR(pg_catalog.>) 1e300::pg_catalog.numeric;
+            RAISE EXCEPTION USING ERRCODE = '22P05', MESSAGE = pg_catalog.format(
+                'JSON string escape %s at byte %s is a lone surrogate, which UTF-8 cannot represent',
+                pg_catalog.lower(lone[2]), pg_catalog.octet_length(lone[1]) OPERATOR(pg_catalog.+)
+                    pg_catalog.octet_length(lone[1]) OPERATOR(pg_catalog.-)
+                    pg_catalog.octet_length(pg_catalog.replace(lone[1], pg_catalog.chr(2), ''::pg_catalog.text)));
+        END IF;
+    END IF;
     IF nul THEN
         IF pg_catalog.strpos(bare, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
             RAISE EXCEPTION 'the portable idem_canonical(json) cannot take both \u0000 and \u0001 escapes'

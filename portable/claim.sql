@@ -87,13 +87,14 @@ BEGIN
     -- Each pass answers or saw the record appear/vanish under it; three are plenty.
     FOR pass IN 1..3 LOOP
         IF NOT have THEN
+            -- The policy answers before another transaction's hold on the key may: under
+            -- row-level security, a key another tenant is inserting is refused like a free one,
+            -- by this one statement, so that no field of the error (its CONTEXT included) tells
+            -- the two apart (sql/claim.sql's probe, as the native edition asks it).
+            IF pg_catalog.row_security_active('idempotency.requests'::pg_catalog.regclass) THEN
+                PERFORM idempotency.claim_policy_probe(s, k, h, idem_claim.claimed_by);
+            END IF;
             IF NOT pg_catalog.pg_try_advisory_xact_lock(pg_catalog.hashtextextended(pg_catalog.octet_length(s)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text OPERATOR(pg_catalog.||) s OPERATOR(pg_catalog.||) k, 18756::pg_catalog.int8)) THEN
-                -- The policy answers before another transaction's hold on the key may: under
-                -- row-level security, a key another tenant is inserting is refused like any
-                -- (sql/claim.sql's probe, as the native edition asks it).
-                IF pg_catalog.row_security_active('idempotency.requests'::pg_catalog.regclass) THEN
-                    PERFORM idempotency.claim_policy_probe(s, k, h, idem_claim.claimed_by);
-                END IF;
                 result.outcome := 'processing_active';
                 RETURN result;
             END IF;

@@ -105,6 +105,41 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_advance IS
     'true (and records it) when version is newer than the last applied one of (stream, entity); false for a duplicate or older event';
 
+-- 54000 when payload and headers as JSON text are longer than idempotency.outbox_max_bytes (a
+-- placeholder setting here: bytes, or a number with B, kB, MB or GB; default 1000000).
+CREATE FUNCTION idempotency.portable_outbox_size(payload pg_catalog.jsonb, headers pg_catalog.jsonb)
+RETURNS void
+LANGUAGE plpgsql STABLE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    raw pg_catalog.text := pg_catalog.btrim(pg_catalog.current_setting('idempotency.outbox_max_bytes'::pg_catalog.text, true));
+    parts pg_catalog.text[];
+    limit_ pg_catalog.int8 := 1000000;
+    total pg_catalog.int8;
+BEGIN
+    IF raw IS NOT NULL AND raw OPERATOR(pg_catalog.<>) ''::pg_catalog.text THEN
+        parts := pg_catalog.regexp_match(raw, '^([0-9]{1,10})\s*(B|kB|MB|GB)?$'::pg_catalog.text);
+        IF parts IS NOT NULL THEN
+            limit_ := parts[1]::pg_catalog.int8 OPERATOR(pg_catalog.*) CASE parts[2] WHEN 'kB' THEN 1024::pg_catalog.int8
+                WHEN 'MB' THEN 1048576::pg_catalog.int8 WHEN 'GB' THEN 1073741824::pg_catalog.int8 ELSE 1::pg_catalog.int8 END;
+        END IF;
+        IF parts IS NULL OR limit_ OPERATOR(pg_catalog.<) 1 OR limit_ OPERATOR(pg_catalog.>) 1073741823 THEN
+            RAISE EXCEPTION USING ERRCODE = '22023',
+                MESSAGE = pg_catalog.format('invalid value for parameter "idempotency.outbox_max_bytes": "%s"', raw),
+                HINT = 'Bytes from 1 to 1073741823, or with a unit: B, kB, MB, GB.';
+        END IF;
+    END IF;
+    total := pg_catalog.octet_length(payload::pg_catalog.text) OPERATOR(pg_catalog.+)
+             COALESCE(pg_catalog.octet_length(headers::pg_catalog.text), 0);
+    IF total OPERATOR(pg_catalog.>) limit_ THEN
+        RAISE EXCEPTION USING ERRCODE = '54000',
+            MESSAGE = pg_catalog.format('the outbox message is %s bytes of JSON (payload and headers), more than idempotency.outbox_max_bytes (%s)', total, limit_),
+            HINT = 'A CDC pipeline refuses messages past its limits: put a reference to the data in the message, or raise idempotency.outbox_max_bytes together with the pipeline''s limits.';
+    END IF;
+END
+$fn$;
+
 CREATE FUNCTION @extschema@.idem_outbox_put(
     topic pg_catalog.text,
     payload pg_catalog.jsonb,
@@ -131,6 +166,8 @@ BEGIN
     IF pg_catalog.jsonb_typeof(idem_outbox_put.headers) OPERATOR(pg_catalog.<>) 'object' THEN
         RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
     END IF;
+    -- The size cap, as src/entry/outbox_size.rs: payload and headers as JSON text.
+    PERFORM idempotency.portable_outbox_size(idem_outbox_put.payload, idem_outbox_put.headers);
     -- The CDC deliveries (docs/cdc.md), as src/entry/outbox_cdc.rs. Unset (NULL) or reset (''): poll.
     delivery := pg_catalog.lower(pg_catalog.btrim(delivery));
     IF delivery IS NULL OR delivery OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN

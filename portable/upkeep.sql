@@ -47,7 +47,7 @@ $fn$;
 -- privileges. As src/entry/maintenance.rs's batch! pairs.
 CREATE FUNCTION idempotency.portable_batch_parts(pick pg_catalog.text)
 RETURNS pg_catalog.text[]
-LANGUAGE plpgsql STABLE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
@@ -55,7 +55,10 @@ BEGIN
         RETURN ARRAY['ONLY idempotency.requests'::pg_catalog.text, ''::pg_catalog.text,
             pg_catalog.format('r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT q.ctid FROM ONLY idempotency.requests AS q %s))', pick)];
     END IF;
-    -- Not on generations that carry code or policies this layout does not take yet.
+    -- Not on generations that carry code or policies this layout does not take yet: decided
+    -- under the table's lock, which a CREATE TRIGGER or CREATE POLICY still open elsewhere
+    -- holds until it commits (a generation's are the owner's alone: sql/rotate.sql).
+    LOCK TABLE ONLY idempotency.requests IN ROW EXCLUSIVE MODE;
     PERFORM idempotency.layout_refuse(idempotency.layout_refusal(true));
     RETURN ARRAY['idempotency.requests'::pg_catalog.text,
         pg_catalog.format('WITH picked AS MATERIALIZED (SELECT q.tableoid AS t, q.ctid AS c FROM idempotency.requests AS q %s)', pick),
@@ -172,8 +175,11 @@ SELECT pg_catalog.format('trigger "%s" %s', t.tgname, CASE
 $fn$;
 
 -- The worker's round, from pg_cron: one batch of each (in the generations layout, one rotation
--- step instead of the purge), as the role that runs the job (schedule it as the tables' owner). A table with a trigger the owner did not write is left alone with
--- a WARNING, as the native worker does (its column is NULL). Returns what each did.
+-- step instead of the purge), as the role that runs the job (schedule it as the tables' owner).
+-- A table with a trigger the owner did not write is left alone with a WARNING, as the native
+-- worker does (its column is NULL). Each table is locked before its triggers are read: a
+-- CREATE TRIGGER still open elsewhere holds a lock this one waits for, so a trigger committed
+-- while the upkeep waits is seen, never run. Returns what each did.
 CREATE FUNCTION @extschema@.idem_upkeep(batch pg_catalog.int4 DEFAULT 10000)
 RETURNS TABLE (reclaimed pg_catalog.int8, purged pg_catalog.int8, inbox_purged pg_catalog.int8, outbox_purged pg_catalog.int8)
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -182,6 +188,7 @@ AS $fn$
 DECLARE
     why pg_catalog.text;
 BEGIN
+    LOCK TABLE ONLY idempotency.requests IN ROW EXCLUSIVE MODE;
     why := idempotency.portable_foreign_trigger('idempotency.requests'::pg_catalog.regclass);
     IF why IS NULL THEN
         BEGIN
@@ -205,12 +212,14 @@ BEGIN
     ELSE
         RAISE WARNING 'idempotency: the upkeep does not touch idempotency.requests: %', why;
     END IF;
+    LOCK TABLE ONLY idempotency.inbox IN ROW EXCLUSIVE MODE;
     why := idempotency.portable_foreign_trigger('idempotency.inbox'::pg_catalog.regclass);
     IF why IS NULL THEN
         inbox_purged := @extschema@.idem_inbox_purge(batch);
     ELSE
         RAISE WARNING 'idempotency: the upkeep does not touch idempotency.inbox: %', why;
     END IF;
+    LOCK TABLE ONLY idempotency.outbox IN ROW EXCLUSIVE MODE;
     why := idempotency.portable_foreign_trigger('idempotency.outbox'::pg_catalog.regclass);
     IF why IS NULL THEN
         outbox_purged := @extschema@.idem_outbox_purge(batch);
@@ -235,11 +244,17 @@ DECLARE
     owner_ pg_catalog.name := (SELECT c.relowner::pg_catalog.regrole::pg_catalog.name FROM pg_catalog.pg_class AS c
                                WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass);
     job pg_catalog.int8;
+    cron_ pg_catalog.name;
     name_ constant pg_catalog.text := 'idempotency-upkeep-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.current_database();
     command_ constant pg_catalog.text := 'SELECT * FROM '::pg_catalog.text
         OPERATOR(pg_catalog.||) pg_catalog.quote_ident('@extschema@'::pg_catalog.text) OPERATOR(pg_catalog.||) '.idem_upkeep()'::pg_catalog.text;
 BEGIN
-    IF pg_catalog.to_regnamespace('cron') IS NULL THEN
+    -- pg_cron by its extension row, in the schema it was created in: a schema merely named
+    -- cron may be anyone's.
+    SELECT n.nspname INTO cron_ FROM pg_catalog.pg_extension AS e
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
+     WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron'::pg_catalog.name;
+    IF cron_ IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idem_schedule_upkeep needs the pg_cron extension',
             HINT = 'CREATE EXTENSION pg_cron (in cron.database_name), or call idem_upkeep() from your own scheduler.';
     END IF;
@@ -248,10 +263,10 @@ BEGIN
             MESSAGE = pg_catalog.format('idem_schedule_upkeep must be run by %s, the owner of the idempotency tables', owner_),
             HINT = 'pg_cron runs a job as the role that scheduled it; upkeep runs as the tables'' owner.';
     END IF;
-    -- pg_cron's schema is only in its own database (cron.database_name), so this is it: cron.schedule
+    -- pg_cron's extension is only in its own database (cron.database_name), so this is it: cron.schedule
     -- runs the job here, and pg_cron lets any role with USAGE on schema cron call it
     -- (cron.schedule_in_database it keeps to superusers).
-    EXECUTE 'SELECT cron.schedule($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text)'
+    EXECUTE pg_catalog.format('SELECT %I.schedule($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.text)', cron_)
        INTO job USING name_, schedule, command_;
     RETURN job;
 END

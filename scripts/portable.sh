@@ -164,6 +164,27 @@ if [ "$mode" = plain ]; then
     echo "SET client_min_messages = warning;"
     echo "SET search_path = pg_catalog, pg_temp;"
     [ "$schema" = public ] || echo "CREATE SCHEMA IF NOT EXISTS $schema;"
+    # Whoever owns the schema can replace what goes in it: refused unless that is the
+    # installing role, or pg_database_owner (public, from Postgres 15) in a database the
+    # installing role owns, or a superuser (public before Postgres 15).
+    cat <<SQL
+DO \$own\$
+BEGIN
+    IF NOT EXISTS (SELECT FROM pg_catalog.pg_namespace AS n JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) n.nspowner
+                    WHERE n.nspname OPERATOR(pg_catalog.=) '$schema'::pg_catalog.name
+                      AND (r.rolname OPERATOR(pg_catalog.=) CURRENT_USER OR r.rolsuper
+                           OR (r.rolname OPERATOR(pg_catalog.=) 'pg_database_owner'::pg_catalog.name
+                               AND EXISTS (SELECT FROM pg_catalog.pg_database AS d
+                                            WHERE d.datname OPERATOR(pg_catalog.=) pg_catalog.current_database()
+                                              AND d.datdba OPERATOR(pg_catalog.=) (SELECT u.oid FROM pg_catalog.pg_roles AS u
+                                                                                  WHERE u.rolname OPERATOR(pg_catalog.=) CURRENT_USER))))) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501',
+            MESSAGE = 'schema $schema is owned by another role, which could replace the functions installed there',
+            HINT = 'Install into a schema the installing role owns (--schema), or have its owner drop it.';
+    END IF;
+END
+\$own\$;
+SQL
     edition | sed "s/@extschema@/$schema/g"
     echo
     echo "RESET search_path;"

@@ -113,13 +113,17 @@ BEGIN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.requests is not in the generations layout',
             HINT = 'SELECT idem_set_layout(''generations'') first.';
     END IF;
-    PERFORM idempotency.layout_refuse(idempotency.layout_refusal(true));
     -- One rotation at a time.
     BEGIN
         SELECT * INTO lay FROM idempotency.layout AS l FOR NO KEY UPDATE NOWAIT;
+        -- Decided under the tables' locks, which a CREATE TRIGGER or CREATE POLICY still open
+        -- elsewhere holds until it commits: what it adds is refused, never run.
+        LOCK TABLE ONLY idempotency.requests, idempotency.requests_g1, idempotency.requests_g2,
+            idempotency.requests_g3 IN ROW EXCLUSIVE MODE;
     EXCEPTION WHEN lock_not_available THEN
         RETURN 'busy';
     END;
+    PERFORM idempotency.layout_refuse(idempotency.layout_refusal(true));
     -- Every step, so that a grant changed on the table by hand reaches the generations
     -- within one round of the upkeep (sql/layout.sql).
     PERFORM idempotency.layout_sync_grants();

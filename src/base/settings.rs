@@ -36,6 +36,9 @@ pub static CITUS_UPKEEP: GucSetting<CitusUpkeep> =
 /// `idempotency.outbox_retention`: how long published outbox rows are kept, in seconds.
 pub static OUTBOX_RETENTION: GucSetting<i32> = GucSetting::<i32>::new(7 * 24 * 60 * 60);
 
+/// `idempotency.outbox_max_bytes`: the longest outbox message, payload and headers as JSON text.
+pub static OUTBOX_MAX_BYTES: GucSetting<i32> = GucSetting::<i32>::new(1_000_000);
+
 /// `idempotency.outbox_delivery`: how `idem_outbox_put` hands a message on (`outbox_cdc.rs`).
 #[derive(Clone, Copy, PartialEq, Eq, Debug, pgrx::PostgresGucEnum)]
 pub enum OutboxDelivery {
@@ -139,6 +142,16 @@ fn outbox() {
         i32::MAX,
         GucContext::Suset,
         GucFlags::UNIT_S,
+    );
+    GucRegistry::define_int_guc(
+        c"idempotency.outbox_max_bytes",
+        c"The longest message idem_outbox_put takes: its payload and headers as JSON text, in bytes.",
+        c"Longer ones are refused (54000). A CDC pipeline refuses messages past its limits (Kafka's message.max.bytes).",
+        &OUTBOX_MAX_BYTES,
+        1,
+        0x3FFF_FFFF,
+        GucContext::Suset,
+        GucFlags::UNIT_BYTE,
     );
     // Per session: a database or role is switched with ALTER DATABASE/ROLE ... SET.
     GucRegistry::define_enum_guc(

@@ -16,6 +16,7 @@ pub mod maintenance_worker;
 pub mod metrics;
 pub mod outbox;
 pub mod outbox_cdc;
+pub mod outbox_size;
 pub mod schema;
 pub mod versions;
 pub mod worker;

@@ -11,7 +11,7 @@ use pgrx::pg_sys::{self, Datum, Oid};
 
 use crate::base::errors::{self, IdemError, Result};
 use crate::base::settings::{self, OutboxDelivery};
-use crate::entry::outbox_cdc;
+use crate::entry::{outbox_cdc, outbox_size};
 use crate::spi::{Conn, Rows, Statement, opt_text_arg, text_arg};
 use crate::steps::args::{self, Signature, c_function};
 use crate::steps::input;
@@ -130,6 +130,7 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
             "headers must be a JSON object",
         ));
     }
+    outbox_size::check(payload, headers)?;
     let conn = Conn::open_for(c"outbox")?;
     let insert = match outbox_cdc::delivery(available_at)? {
         OutboxDelivery::Poll => &PUT,

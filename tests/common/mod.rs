@@ -169,3 +169,66 @@ pub fn as_tenant(c: &mut Client, tenant: Option<&str>, sql: &str) -> String {
     .expect("end");
     out
 }
+
+/// Every field of the error a driver shows for `sql`, run as `tenant` in a transaction rolled
+/// back after: SQLSTATE, message, DETAIL, HINT, CONTEXT, position, the schema, table, column,
+/// type and constraint names, and Postgres' source file, line and routine.
+pub fn tenant_error_fields(c: &mut Client, tenant: &str, sql: &str) -> String {
+    c.batch_execute("BEGIN").expect("begin");
+    c.execute(
+        "SELECT pg_catalog.set_config('app.tenant', $1, true)",
+        &[&tenant],
+    )
+    .expect("set tenant");
+    let out = match c.batch_execute(sql) {
+        Ok(()) => "no error".to_string(),
+        Err(e) => match e.as_db_error() {
+            Some(d) => format!(
+                "{} | {} | {:?} | {:?} | {:?} | {:?} | {:?} {:?} {:?} {:?} {:?} | {:?} {:?} {:?}",
+                d.code().code(),
+                d.message(),
+                d.detail(),
+                d.hint(),
+                d.where_(),
+                d.position(),
+                d.schema(),
+                d.table(),
+                d.column(),
+                d.datatype(),
+                d.constraint(),
+                d.file(),
+                d.line(),
+                d.routine()
+            ),
+            None => format!("not a server error: {e}"),
+        },
+    };
+    c.batch_execute("ROLLBACK").expect("rollback");
+    out
+}
+
+/// docs/tenants.md's promise under the recipe (both editions): a key of tenant acme that
+/// `holder` (acme's session) is claiming right now, uncommitted, and a key nobody has answer
+/// tenant globex's claim (through `pool`) with the same 42501 in every field a driver shows.
+pub fn in_flight_and_free_keys_look_alike(holder: &mut Client, pool: &mut Client) {
+    holder.batch_execute("BEGIN").expect("begin");
+    holder
+        .execute(
+            "SELECT pg_catalog.set_config('app.tenant', 'acme', true)",
+            &[],
+        )
+        .expect("tenant");
+    assert_eq!(claim(holder, "acme", "in-flight", "h"), "new_claim");
+    let in_flight = tenant_error_fields(
+        pool,
+        "globex",
+        "SELECT idem_claim('acme', 'in-flight', 'h')",
+    );
+    let free = tenant_error_fields(pool, "globex", "SELECT idem_claim('acme', 'free', 'h')");
+    holder.batch_execute("ROLLBACK").expect("rollback");
+    assert!(in_flight.starts_with("42501 |"), "{in_flight}");
+    assert_eq!(
+        in_flight, free,
+        "an in-flight key (left) and a free one (right) differ"
+    );
+}

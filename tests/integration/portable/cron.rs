@@ -4,8 +4,8 @@
 use super::{cluster, error, install};
 use crate::common;
 
-/// idem_schedule_upkeep: 55000 without pg_cron; with it (here a stand-in of pg_cron's
-/// cron.schedule, which records its arguments and where it ran: pg_cron itself is not built for
+/// idem_schedule_upkeep: 55000 without pg_cron; with it (here a stand-in of pg_cron: its
+/// pg_extension row, and a cron.schedule that records its arguments and where it ran: pg_cron itself is not built for
 /// every major), one job in this database running idem_upkeep(), scheduled only by the
 /// tables' owner, since pg_cron runs a job as the role that scheduled it.
 #[test]
@@ -19,6 +19,9 @@ fn upkeep_is_scheduled_with_pg_cron_by_the_tables_owner() {
              CREATE FUNCTION cron.schedule(job_name text, schedule text, command text) \
              RETURNS bigint LANGUAGE sql AS $$ INSERT INTO cron.jobs VALUES ($1, $2, $3, current_database(), current_user) RETURNING 7::bigint $$; \
              GRANT USAGE ON SCHEMA cron TO PUBLIC; GRANT INSERT ON cron.jobs TO PUBLIC; \
+             INSERT INTO pg_catalog.pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion) \
+               SELECT (SELECT max(e.oid::int8) + 1 FROM pg_catalog.pg_extension e)::oid, 'pg_cron', 10, \
+                      'cron'::regnamespace, false, '1.4'; \
              DROP ROLE IF EXISTS portable_cron_other; CREATE ROLE portable_cron_other LOGIN",
         )
         .expect("a pg_cron stand-in");

@@ -1,7 +1,8 @@
 //! docs/tenants.md's row-level security recipe on the portable edition, word for word: one pool
 //! role serving two tenants gets, on the other tenant's scopes, exactly the answers the page's
 //! table gives (42501 for new rows, P4010/P4011/P4013 for records it cannot see, `false` from
-//! idem_forget), and its own scopes work as without RLS.
+//! idem_forget), its own scopes work as without RLS, and another tenant's in-flight key answers
+//! like a free one in every field a driver shows.
 
 use crate::common;
 
@@ -119,4 +120,8 @@ fn the_tenant_recipe_isolates_tenants_on_the_portable_edition() {
         common::count(&mut owner, "SELECT count(*) FROM idempotency.requests"),
         2
     );
+    // An in-flight key of acme and a free one answer globex alike, in every field a driver
+    // shows (the CONTEXT included: both come from the policy probe).
+    let mut holder = c.connect_as("portable_tenants", "portable_tenants_pool");
+    common::in_flight_and_free_keys_look_alike(&mut holder, &mut pool);
 }

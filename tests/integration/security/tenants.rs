@@ -353,4 +353,7 @@ fn another_tenants_in_flight_key_looks_like_any_other() {
         ),
         "1"
     );
+    // Not by the SQLSTATE alone: every field a driver shows.
+    let mut holder = cluster().connect_as(name, &format!("{name}_pool"));
+    common::in_flight_and_free_keys_look_alike(&mut holder, &mut acme);
 }

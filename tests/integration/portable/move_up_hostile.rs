@@ -1,0 +1,115 @@
+//! `scripts/portable.sh --move-up` with a hostile database owner (issue 32, finding 2): the
+//! superuser who runs it never runs code the tables' owner planted. A trigger is never reached
+//! (the rows are read as the owner, the enum through its output function); a cast of the
+//! edition's enum, a view in place of a table, a rule and a domain column are refused with
+//! 55000 and nothing changes. `public.marks` notes every run of the owner's code, and whether
+//! it ran as a superuser.
+
+use crate::common;
+
+use common::{answer, count};
+
+const MARK: &str = "CREATE TABLE public.marks (who text, su bool);
+    GRANT INSERT ON public.marks TO PUBLIC;
+    CREATE FUNCTION public.mark() RETURNS boolean LANGUAGE sql AS $$
+      INSERT INTO public.marks SELECT current_user, r.rolsuper FROM pg_roles r WHERE r.rolname = current_user
+      RETURNING true $$;
+    CREATE FUNCTION public.mark_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM public.mark(); RETURN NULL; END $$;";
+
+/// (what is planted, the owner's SQL, whether the move-up goes through)
+const PLANTS: &[(&str, &str, bool)] = &[
+    (
+        "a cast of the enum to text",
+        "CREATE FUNCTION public.evil(s public.idem_status) RETURNS text LANGUAGE plpgsql AS $$
+           BEGIN PERFORM public.mark(); RETURN pg_catalog.enum_out(s)::text; END $$;
+         CREATE CAST (public.idem_status AS text) WITH FUNCTION public.evil(public.idem_status);",
+        false,
+    ),
+    (
+        "a trigger on every table",
+        "CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.requests
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
+         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.outbox
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();",
+        true,
+    ),
+    (
+        "a view in place of a table",
+        "ALTER TABLE idempotency.inbox RENAME TO inbox_real;
+         CREATE VIEW idempotency.inbox AS SELECT i.* FROM idempotency.inbox_real i WHERE public.mark();",
+        false,
+    ),
+    (
+        "a rule",
+        "CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();",
+        false,
+    ),
+    (
+        "a domain column",
+        "CREATE DOMAIN public.d AS text CHECK (public.mark());
+         ALTER TABLE idempotency.requests ALTER COLUMN claimed_by TYPE public.d;",
+        false,
+    ),
+];
+
+#[test]
+fn a_hostile_owner_never_runs_code_as_the_superuser_moving_up() {
+    let c = common::cluster();
+    for (i, (what, plant, goes)) in PLANTS.iter().enumerate() {
+        let name = format!("portable_up_hostile{i}");
+        let owner = format!("{name}_owner");
+        c.drop_database(&name);
+        let mut admin = c.connect("postgres");
+        for sql in [
+            format!("DROP ROLE IF EXISTS {owner}"),
+            format!("CREATE ROLE {owner} LOGIN"),
+            format!("CREATE DATABASE {name} OWNER {owner}"),
+        ] {
+            admin.batch_execute(&sql).expect("database");
+        }
+        let mut o = c.connect_as(&name, &owner);
+        o.batch_execute(&common::portable_script(&[]))
+            .expect("portable edition");
+        o.batch_execute(
+            "SELECT idem_claim('pay', 'done', 'h1'); SELECT idem_complete('pay', 'done', '{}');
+             SELECT idem_inbox_accept('c', 'm1', 'h'); SELECT idem_advance('s', 'e', 5);
+             SELECT idem_outbox_put('t', '{}');",
+        )
+        .expect("state");
+        o.batch_execute(MARK).expect("marks");
+        o.batch_execute(plant)
+            .unwrap_or_else(|e| panic!("{what}: {e}"));
+        drop(o);
+        let mut su = c.connect(&name);
+        let moved = su.batch_execute(&common::portable_script(&["--move-up"]));
+        match (&moved, goes) {
+            (Ok(()), true) => assert_eq!(
+                answer(
+                    &mut su,
+                    "SELECT (idem_claim('pay', 'done', 'h1')).outcome::text"
+                ),
+                "replay_success",
+                "{what}"
+            ),
+            (Err(e), false) => {
+                assert_eq!(common::sqlstate(e), "55000", "{what}: {e}");
+                su.batch_execute("ROLLBACK").expect("rollback");
+                assert_eq!(
+                    count(
+                        &mut su,
+                        "SELECT count(*) FROM pg_extension WHERE extname = 'idempotency'"
+                    ),
+                    0,
+                    "{what}: nothing changed"
+                );
+            }
+            _ => panic!("{what}: the move-up answered {moved:?}"),
+        }
+        assert_eq!(
+            count(&mut su, "SELECT count(*) FROM public.marks WHERE su"),
+            0,
+            "{what}: the owner's code ran as a superuser"
+        );
+    }
+}
