@@ -79,7 +79,8 @@ pip_q build
 "$venv/bin/python" -m build --outdir "$pydir/dist" "$pydir/src" >/dev/null
 wheel=$(ls "$pydir"/dist/idempotency_http-*.whl)
 ls "$pydir"/dist/idempotency_http-*.tar.gz >/dev/null
-pip_q "$wheel[fastapi,flask,django]" "psycopg[binary]>=3.1" "uvicorn>=0.30" "pytest>=8" "httpx>=0.27"
+pip_q "$wheel[fastapi,flask,django]" "psycopg[binary]>=3.1" "uvicorn>=0.30" "pytest>=8" "httpx>=0.27" \
+  "djangorestframework>=3.14"
 "$venv/bin/python" - <<'PY'
 import importlib.resources, idempotency_http
 assert "site-packages" in idempotency_http.__file__, idempotency_http.__file__
@@ -168,7 +169,7 @@ node_suite "unit and example service" DATABASE_URL="$node_db" IDEM_NODE_TARBALL=
   test/keys.test.js test/schema.test.js test/http.test.js
 for em in 4 5; do
   node_suite "Express $em contract and tsc" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
-    test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/types.test.js
+    test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js test/types.test.js
 done
 
 # --- the same contract on the portable edition (docs/managed.md): its plain script in databases
@@ -188,7 +189,7 @@ read -r p f < <(py_count "$pp_report") || { p=0; f=1; }
 passed=$((passed + p)) failed=$((failed + f))
 node_suite "Express 5 contract on the portable edition" DATABASE_URL="$portable_url/http_portable_node" \
   IDEM_EXAMPLE_SCHEMA=public IDEM_NODE_PROJECT="$node_cache/express5" EXPRESS_MAJOR=5 -- \
-  test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js
+  test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js
 
 log "done in $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed"

@@ -24,8 +24,15 @@ export interface IdempotencyOptions<Req = IncomingMessage> {
   schema?: string;
   /** The methods that are claimed (default ["POST", "PATCH"]); others pass straight through. */
   methods?: string[];
-  /** The claim's scope; default "<METHOD> <route path>". A function gets the request (per tenant). */
+  /**
+   * The claim's scope, replacing the default whole. Default: a JSON array of the service, the
+   * principal, the method, the route pattern with its parameters' values and the query string.
+   */
   scope?: string | ((req: Req) => string | Promise<string>);
+  /** Part of the default scope; default $IDEMPOTENCY_SERVICE, else the app's package name. */
+  service?: string;
+  /** Part of the default scope; default the authenticated req.user (its id, sub, username or email). */
+  principal?: (req: Req) => string | null | undefined | Promise<string | null | undefined>;
   /** Lease and retention in seconds (default 300, 86400). */
   lease?: number;
   retention?: number;

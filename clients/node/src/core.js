@@ -51,11 +51,19 @@ export function normalizeOptions(options) {
   if (o.scope !== undefined && typeof o.scope !== 'string' && typeof o.scope !== 'function') {
     throw new TypeError('idempotency(): option scope must be a string or a function (req) => string');
   }
+  if (o.principal !== undefined && typeof o.principal !== 'function') {
+    throw new TypeError('idempotency(): option principal must be a function (req) => string or null');
+  }
+  if (o.service !== undefined && (typeof o.service !== 'string' || o.service === '')) {
+    throw new TypeError('idempotency(): option service must be a non-empty string');
+  }
   return {
     pool: o.pool,
     schema: o.schema === undefined ? null : quote(o.schema), // null: the extension's own schema
     methods: new Set((o.methods ?? ['POST', 'PATCH']).map((m) => String(m).toUpperCase())),
     scope: o.scope,
+    service: o.service,
+    principal: o.principal,
     lease: num('lease', 300),
     retention: num('retention', 86400),
     wait: num('wait', 0),
@@ -159,22 +167,41 @@ export async function claim(opts, scope, key, print, waitSeconds) {
   }
 }
 
-// The schema CREATE EXTENSION put the functions in (looked up once per options object), and a
+// The schema CREATE EXTENSION (or the plain script) put the functions in (looked up once per options object), and a
 // loud warning when roles other than its owner may create functions there (issue 25).
-const FIND_SCHEMA = `SELECT pg_catalog.quote_ident(n.nspname) AS s,
-    (SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'::pg_catalog.text
+const WRITERS = `(SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'::pg_catalog.text
                                        ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', '::pg_catalog.text)
        FROM pg_catalog.aclexplode(n.nspacl) AS a
       WHERE a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'::pg_catalog.text
-        AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner) AS writers
+        AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner) AS writers`;
+const FIND_SCHEMA = `SELECT pg_catalog.quote_ident(n.nspname) AS s, ${WRITERS}
    FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
   WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name`;
+// Without the extension (the portable edition's plain script): the schemas with idem_claim and idem_http_replay.
+const has = (name) => `EXISTS (SELECT FROM pg_catalog.pg_proc AS p WHERE p.pronamespace OPERATOR(pg_catalog.=) n.oid
+    AND p.proname OPERATOR(pg_catalog.=) '${name}'::pg_catalog.name)`;
+const FIND_PLAIN = `SELECT pg_catalog.quote_ident(n.nspname) AS s, n.nspname::pg_catalog.text AS name, ${WRITERS}
+   FROM pg_catalog.pg_namespace AS n WHERE ${has('idem_claim')} AND ${has('idem_http_replay')} ORDER BY n.nspname`;
+
+async function findSchema(client) {
+  const { rows } = await client.query(FIND_SCHEMA);
+  if (rows.length) return rows;
+  const plain = (await client.query(FIND_PLAIN)).rows;
+  if (plain.length > 1) {
+    throw new Error(`the idempotency extension is not installed and functions of its names are in several schemas (${
+      plain.map((r) => r.name).join(', ')}): give the option schema to name the right one`);
+  }
+  return plain;
+}
 
 function extensionSchema(opts) {
   opts.schemaLookup ??= (async () => {
     const client = await opts.pool.connect();
-    const { rows } = await client.query(FIND_SCHEMA).finally(() => client.release());
-    if (rows.length === 0) throw new Error('the idempotency extension is not installed in this database (CREATE EXTENSION idempotency)');
+    const rows = await findSchema(client).finally(() => client.release());
+    if (rows.length === 0) {
+      throw new Error('the idempotency functions are not in this database (CREATE EXTENSION idempotency, or the portable '
+        + 'edition\'s script); if they are in a schema this role cannot see, give the option schema');
+    }
     if (rows[0].writers) {
       opts.log(`WARNING: schema ${rows[0].s} of the idempotency extension is writable by ${rows[0].writers}: they can plant `
         + 'look-alike functions there (the adapter\'s calls are typed and qualified, but other SQL may not be); '
@@ -238,6 +265,14 @@ export class Attempt {
       opts.log(`the response of ${this.scope} could not be recorded`, err);
       return problem(opts, 'internal-error', 'The response could not be recorded; retry the request.');
     }
+  }
+
+  /** Leaves no trace: the claim and the handler's writes are rolled back. */
+  async abandon() {
+    if (this.done) return;
+    this.done = true;
+    await this.client.query('ROLLBACK').catch(() => {});
+    this.client.release();
   }
 
   /** The handler raised: undo its writes, record a retryable failure, answer a 500 problem. */

@@ -4,6 +4,7 @@ import { STATUS_CODES } from 'node:http';
 import { PROBLEM, claim, normalizeOptions, problem, problemFor } from './core.js';
 import { fingerprintRequest } from './fingerprint.js';
 import { keyLines, parseKey, parsePreferWait } from './key.js';
+import { defaultScope, identityOf, serviceName } from './scope.js';
 
 /**
  * idempotency(options)           -> middleware; the route's handler comes after it.
@@ -73,9 +74,8 @@ async function begin(opts, req, res) {
     send(res, res.end, p);
     return null;
   }
-  const routePath = req.route?.path === undefined ? req.path : req.route.path;
   const scope = typeof opts.scope === 'function' ? await opts.scope(req)
-    : opts.scope ?? `${req.method} ${req.baseUrl ?? ''}${routePath}`;
+    : opts.scope ?? defaultScope(serviceName(opts.service), await principalOf(opts, req), req);
   if (typeof scope !== 'string' || scope === '') throw new TypeError('idempotency(): scope must be a non-empty string');
   const asked = parsePreferWait(req.headers.prefer);
   const waitFor = Math.min(asked ?? opts.wait, Math.max(opts.maxWait, opts.wait));
@@ -93,8 +93,17 @@ async function begin(opts, req, res) {
     client: attempt.client, scope, key, body: print.body, kind: print.kind,
     outcome: attempt.outcome, attempt: attempt.attempt, recoveryPoint: attempt.recoveryPoint,
   };
-  intercept(opts, res, attempt);
+  intercept(opts, req, res, attempt, Boolean(req.route));
   return attempt;
+}
+
+// opts.principal(req), else the authenticated req.user (Passport); never a client header.
+async function principalOf(opts, req) {
+  if (opts.principal) {
+    const p = await opts.principal(req);
+    return p === undefined || p === null ? null : String(p);
+  }
+  return identityOf(req, req.user);
 }
 
 function send(res, end, { status, headers, body }) {
@@ -112,7 +121,9 @@ function restore(res) {
 }
 
 // Buffers what the handler writes; on end, records it, commits, and only then sends it.
-function intercept(opts, res, attempt) {
+// A request that no route handled (app-wide middleware, then Express's 404) leaves no record:
+// its claim is rolled back.
+function intercept(opts, req, res, attempt, routed) {
   const chunks = [];
   const orig = { write: res.write, end: res.end, writeHead: res.writeHead };
   res[ORIGINAL] = orig;
@@ -141,7 +152,9 @@ function intercept(opts, res, attempt) {
     for (const [name, value] of Object.entries(res.getHeaders())) {
       headers[name] = Array.isArray(value) ? value.join(', ') : String(value);
     }
-    attempt.finish({ status: res.statusCode, headers, body }).then((response) => {
+    const done = routed || req.route ? attempt.finish({ status: res.statusCode, headers, body })
+      : attempt.abandon().then(() => ({ body }));
+    done.then((response) => {
       restore(res);
       if (response.body === body) {
         res.setHeader('Content-Length', body.length);

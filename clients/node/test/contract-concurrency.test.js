@@ -53,7 +53,8 @@ test('wait runs out: 409 in-flight after about the asked time', async () => {
   const key = newKey();
   const holder = post(server, '/plain/echo?sleep=2500', key);
   await sleep(300);
-  const r = await post(server, '/plain/echo', key, '{"a":1}', 'application/json', { prefer: 'wait=1' });
+  // The same request (the query string is part of the scope), sent while the first runs.
+  const r = await post(server, '/plain/echo?sleep=2500', key, '{"a":1}', 'application/json', { prefer: 'wait=1' });
   assertProblem(r, 409, 'in-flight');
   assert.ok(r.ms >= 900 && r.ms < 2000, `${r.ms} ms`);
   assert.equal((await holder).status, 201);
@@ -65,7 +66,7 @@ for (const waiters of [5, 20]) {
     const holder = post(server, '/pool/slow?sleep=4000', slow);
     await sleep(300);
     const dups = Array.from({ length: waiters }, () =>
-      post(server, '/pool/slow', slow, '{"a":1}', 'application/json', { prefer: 'wait=10' }));
+      post(server, '/pool/slow?sleep=4000', slow, '{"a":1}', 'application/json', { prefer: 'wait=10' }));
     await sleep(700);
     const samples = [];
     for (let i = 0; i < 5; i++) {
@@ -89,10 +90,10 @@ test('max_waiters: past the bound, 409 too-many-waiters at once', async () => {
   const key = newKey();
   const holder = post(server, '/api/waiters?sleep=2500', key);
   await sleep(300);
-  const waiting = [post(server, '/api/waiters', key, '{"a":1}', 'application/json', { prefer: 'wait=10' }),
-    post(server, '/api/waiters', key, '{"a":1}', 'application/json', { prefer: 'wait=10' })];
+  const waiting = [post(server, '/api/waiters?sleep=2500', key, '{"a":1}', 'application/json', { prefer: 'wait=10' }),
+    post(server, '/api/waiters?sleep=2500', key, '{"a":1}', 'application/json', { prefer: 'wait=10' })];
   await sleep(300);
-  const over = await post(server, '/api/waiters', key, '{"a":1}', 'application/json', { prefer: 'wait=10' });
+  const over = await post(server, '/api/waiters?sleep=2500', key, '{"a":1}', 'application/json', { prefer: 'wait=10' });
   assertProblem(over, 409, 'too-many-waiters');
   assert.ok(over.headers['retry-after']);
   assert.ok(over.ms < 500, `${over.ms} ms`);

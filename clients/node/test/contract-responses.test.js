@@ -1,6 +1,5 @@
 // Contract v2, the response side, through the real test server: status mapping, the stored-limit
-// rule, handler errors (sync and async, Express 4 and 5), replayed headers, problem `type`,
-// scope per tenant.
+// rule, handler errors (sync and async, Express 4 and 5), replayed headers, problem `type`.
 import { test, before, after } from 'node:test';
 import assert from 'node:assert/strict';
 import {
@@ -136,21 +135,6 @@ test('writeHead, write and end are recorded and replayed', async () => {
 
 test('problemBase sets the problem type', async () => {
   assertProblem(await post(server, '/api/problem-base', undefined), 400, 'key-required', 'https://example.com/problems/');
-});
-
-test('scope by tenant: one key, two tenants, two effects; replays stay per tenant', async () => {
-  const key = newKey();
-  const a = await post(server, '/api/tenant', key, '{"n":1}', 'application/json', { 'x-tenant': 'acme' });
-  const b = await post(server, '/api/tenant', key, '{"n":2}', 'application/json', { 'x-tenant': 'globex' });
-  assert.equal(a.status, 201);
-  assert.equal(b.status, 201);
-  assert.equal(b.headers['idempotent-replayed'], undefined);
-  assert.deepEqual(json(b).body, { n: 2 });
-  const a2 = await post(server, '/api/tenant', key, '{"n":1}', 'application/json', { 'x-tenant': 'acme' });
-  assert.equal(a2.headers['idempotent-replayed'], 'true');
-  assert.deepEqual(json(a2).body, { n: 1 });
-  assert.equal(await effects(db, key), 2);
-  assert.deepEqual((await stored(db, key)).map((r) => r.scope).sort(), ['tenant:acme/orders', 'tenant:globex/orders']);
 });
 
 test('no look-alike on the search_path ran', async () => {

@@ -28,12 +28,12 @@ function freePort() {
   });
 }
 
-export async function startServer() {
+export async function startServer(env = {}) {
   assert.ok(DB && PROJECT && MAJOR, 'DATABASE_URL, IDEM_NODE_PROJECT and EXPRESS_MAJOR: run scripts/http-test.sh');
   fs.copyFileSync(path.join(here, 'fixtures/server.js'), path.join(PROJECT, 'server.js'));
   const port = await freePort();
   const proc = spawn(process.execPath, ['server.js'], {
-    cwd: PROJECT, env: { ...process.env, PORT: String(port) }, stdio: ['ignore', 'inherit', 'inherit'],
+    cwd: PROJECT, env: { ...process.env, PORT: String(port), ...env }, stdio: ['ignore', 'inherit', 'inherit'],
   });
   const server = { port, proc, exited: false };
   proc.once('exit', () => { server.exited = true; });

@@ -91,11 +91,14 @@ async function rows(key) {
   return r[0].n;
 }
 
+// The example's default scope for an anonymous POST /payments: its service is its package's name.
+const SCOPE = JSON.stringify(['idempotency-http-example', null, 'POST', '/payments', {}, '']);
+
 async function hold(key, body = BODY) {
   const c = new pg.Client({ connectionString: DB });
   await c.connect();
   await c.query('BEGIN');
-  await c.query("SELECT * FROM idem_claim('payments', $1, idem_hash($2::jsonb))", [key, body]);
+  await c.query('SELECT * FROM idem_claim($1, $2, idem_hash($3::jsonb))', [SCOPE, key, body]);
   return c;
 }
 
@@ -226,7 +229,7 @@ test('a handler error fails the attempt retryably', async () => {
   const r = await read(await post(server, key, '{"order_id": "o-err", "amount": "not a number"}'));
   assert.equal(r.status, 500);
   const { rows: s } = await db.query(
-    "SELECT status::text AS status FROM idempotency.requests WHERE scope = 'payments' AND key = $1", [key]);
+    "SELECT status::text AS status FROM idempotency.requests WHERE key = $1 AND scope = $2", [key, SCOPE]);
   assert.equal(s[0].status, 'failed_retryable');
   assert.equal(await rows(key), 0);
 });
@@ -240,6 +243,6 @@ test('a final client error is stored and replayed', async () => {
   assert.deepEqual(again.body, r.body);
   assert.equal(again.headers.get('idempotent-replayed'), 'true');
   const { rows: s } = await db.query(
-    "SELECT status::text AS status FROM idempotency.requests WHERE scope = 'payments' AND key = $1", [key]);
+    "SELECT status::text AS status FROM idempotency.requests WHERE key = $1 AND scope = $2", [key, SCOPE]);
   assert.equal(s[0].status, 'failed_final');
 });

@@ -4,6 +4,7 @@ $DATABASE_URL (scripts/http-test.sh starts a throw-away cluster and installs the
 its wheel). IDEM_HTTP_APP_PORT: the first port to give the servers (default: any free port)."""
 
 import itertools
+import json
 import os
 import signal
 import socket
@@ -21,6 +22,8 @@ import pytest
 ROOT = Path(__file__).resolve().parents[3]
 APPS = ROOT / "examples" / "http" / "python"
 FRAMEWORKS = ["fastapi", "flask", "django"]
+#: the example apps' service name (IDEMPOTENCY_SERVICE), unless a test gives another
+SERVICE = "examples"
 _first_port = int(os.environ.get("IDEM_HTTP_APP_PORT", "0"))
 _ports = itertools.count(_first_port)
 
@@ -51,7 +54,8 @@ class Server:
         return [sys.executable, f"{self.framework}_app.py"]
 
     def start(self, tries: int = 3):
-        env = dict(os.environ, PORT=str(self.port), DATABASE_URL=self.db_url, **self.env)
+        env = dict(os.environ, PORT=str(self.port), DATABASE_URL=self.db_url, IDEMPOTENCY_SERVICE=SERVICE)
+        env.update(self.env)
         env.pop("PYTHONPATH", None)  # the adapter comes from the venv (the wheel), not the source
         self.log = tempfile.TemporaryFile()
         self.proc = subprocess.Popen(self.command(), cwd=APPS, env=env, start_new_session=True,
@@ -153,3 +157,10 @@ def db(db_url):
 
 def new_key() -> str:
     return f"k-{uuid.uuid4()}"
+
+
+def scope_of(route: str, principal=None, params=None, query: str = "", service: str = SERVICE,
+             method: str = "POST") -> str:
+    """The default scope the adapter gives a request (docs/http.md, Scope), written out here."""
+    return json.dumps([service, principal, method, route, params or {}, query],
+                      separators=(",", ":"), sort_keys=True, ensure_ascii=False)

@@ -1,5 +1,5 @@
 """The contract (docs/http.md) through real servers, on FastAPI, Flask and Django alike:
-keys, bodies, limits, methods, statuses, problem documents, replayed headers, tenants."""
+keys, bodies, limits, methods, statuses, problem documents, replayed headers (scopes: test_scope.py)."""
 
 import base64
 import json
@@ -226,17 +226,3 @@ def test_a_database_error_in_the_handler_is_retryable(server, db):
     is_problem(server.post("/payments", key=key, body=b'{"order_id": "o", "amount": "not a number"}'),
                500, "internal-error")
     assert row(db, key)[0] == "failed_retryable"
-
-
-def test_tenants_never_share_a_key(server, db):
-    key, body = new_key(), b'{"order_id": "o-t", "amount": 1}'
-    acme = server.post("/tenant/payments", key=key, body=body, headers={"x-tenant": "acme"})
-    globex = server.post("/tenant/payments", key=key, body=body, headers={"x-tenant": "globex"})
-    assert acme.status_code == globex.status_code == 201
-    assert "idempotent-replayed" not in globex.headers
-    assert acme.json()["tenant"] == "acme" and globex.json()["tenant"] == "globex"
-    again = server.post("/tenant/payments", key=key, body=body, headers={"x-tenant": "globex"})
-    assert again.headers["idempotent-replayed"] == "true" and again.content == globex.content
-    scopes = db.execute("SELECT array_agg(scope ORDER BY scope) FROM idempotency.requests WHERE key = %s::text",
-                        [key]).fetchone()[0]
-    assert scopes == ["tenant:acme payments", "tenant:globex payments"]

@@ -8,7 +8,7 @@ import httpx
 import psycopg
 import pytest
 
-from conftest import FRAMEWORKS, Server, new_key
+from conftest import FRAMEWORKS, Server, new_key, scope_of
 from idempotency_http import Settings
 
 BODY = b'{"order_id": "o-1", "amount": 1}'
@@ -56,8 +56,8 @@ def test_a_statuses_callable_changes_what_is_final(tuned, db):
 def test_past_max_waiters_a_duplicate_gets_409_at_once(tuned, db_url):
     key = new_key()
     holder = psycopg.connect(db_url)
-    holder.execute("SELECT * FROM public.idem_claim('POST /payments'::text, %s::text, public.idem_hash(%s::jsonb))",
-                   [key, BODY.decode()])
+    holder.execute("SELECT * FROM public.idem_claim(%s::text, %s::text, public.idem_hash(%s::jsonb))",
+                   [scope_of("/payments"), key, BODY.decode()])
     try:
         waiting = [threading.Thread(target=tuned.post, args=("/payments",),
                                     kwargs={"key": key, "body": BODY, "headers": {"prefer": "wait=3"}})

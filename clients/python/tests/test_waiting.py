@@ -11,12 +11,12 @@ import httpx
 import psycopg
 import pytest
 
-from conftest import Server, new_key
+from conftest import Server, new_key, scope_of
 
 BODY = b'{"order_id": "o-1", "amount": 12.5}'
 
 
-def hold(db_url, key, scope="POST /payments", body=BODY.decode()):
+def hold(db_url, key, scope=scope_of("/payments"), body=BODY.decode()):
     """Another session claims the key and keeps its transaction open."""
     conn = psycopg.connect(db_url)
     conn.execute("SELECT * FROM public.idem_claim(%s::text, %s::text, public.idem_hash(%s::jsonb))",

@@ -1,5 +1,6 @@
 // Example service: POST /payments, idempotent through idempotency-http (Express + node-postgres),
-// behind a global express.json(), with the scope taken from the caller's tenant.
+// behind a global express.json(). The default scope keeps services, users and resources apart:
+// the service is IDEMPOTENCY_SERVICE (else this package's name), the user is req.user.
 // Environment: PORT, DATABASE_URL; IDEM_EXAMPLE_TEST_HOOKS=1 enables the test-only header
 // X-Test-Sleep-After-Insert: <seconds> (sleep between the insert and the commit).
 import express from 'express';
@@ -13,11 +14,15 @@ app.use(express.json());
 
 app.get('/health', (_req, res) => res.json({ ok: true }));
 
-// The scope keeps tenants apart: the same key from two tenants is two requests. Without an
-// X-Tenant header (the tests) the scope is plain 'payments'.
-const scope = (req) => (req.get('x-tenant') ? `${req.get('x-tenant')}/payments` : 'payments');
+// Authentication is the app's own (Passport, a JWT middleware, ...): it sets req.user, and the
+// adapter scopes keys by it. Here a demo token table; never trust a client's X-Tenant header.
+const USERS = { 'demo-token-alice': { id: 'alice' }, 'demo-token-bob': { id: 'bob' } };
+app.use((req, _res, next) => {
+  req.user = USERS[/^Bearer (.+)$/.exec(req.get('authorization') ?? '')?.[1]];
+  next();
+});
 
-app.post('/payments', idempotency({ pool, scope, maxWait: 30 }, async (req, res) => {
+app.post('/payments', idempotency({ pool, maxWait: 30 }, async (req, res) => {
   const { client, key } = req.idempotency;
   const { order_id: orderId, amount } = req.body ?? {};
   if (orderId === undefined || amount === undefined) {

@@ -24,7 +24,15 @@ if os.environ.get("IDEM_EXAMPLE_SCHEMA"):
     # the portable edition's plain script has no pg_extension row to find the schema by
     SETTINGS["schema"] = os.environ["IDEM_EXAMPLE_SCHEMA"]
 POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
-TENANT_HEADER = "X-Tenant"
+#: the apps' own authentication (a demo token table): the adapter takes the principal from the
+#: framework's authenticated user, never from a client header such as X-Tenant
+USERS = {"alice-token": "alice", "bob-token": "bob"}
+
+
+def user_of(authorization, scheme: str = "bearer") -> "str | None":
+    """The user a token names (``Authorization: Bearer <token>``), or None."""
+    given, _, token = (authorization or "").partition(" ")
+    return USERS.get(token) if given.lower() == scheme else None
 
 _runs: dict = {}
 _lock = threading.Lock()
@@ -39,11 +47,6 @@ def count_run(name: str) -> None:
 def runs(name: str) -> int:
     with _lock:
         return _runs.get(name, 0)
-
-
-def tenant_scope(request) -> str:
-    """The recommended scope: the caller's tenant (here a header; in an app, the principal)."""
-    return f"tenant:{request.headers.get(TENANT_HEADER, 'none')} payments"
 
 
 def big(size: int) -> str:

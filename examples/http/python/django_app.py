@@ -13,23 +13,62 @@ from django.conf import settings
 url = urlparse(os.environ["DATABASE_URL"])
 settings.configure(
     DEBUG=False, ROOT_URLCONF=__name__, ALLOWED_HOSTS=["127.0.0.1", "localhost"], SECRET_KEY="example",
-    MIDDLEWARE=[], INSTALLED_APPS=[],
+    MIDDLEWARE=[f"{__name__}.token_user"],
+    INSTALLED_APPS=["django.contrib.contenttypes", "django.contrib.auth", "rest_framework"],
+    REST_FRAMEWORK={"DEFAULT_RENDERER_CLASSES": ["rest_framework.renderers.JSONRenderer"],
+                    "DEFAULT_AUTHENTICATION_CLASSES": [], "DEFAULT_PERMISSION_CLASSES": []},
     DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"),
                            "USER": url.username or "", "PASSWORD": url.password or "",
                            "HOST": url.hostname or "", "PORT": str(url.port or "")}},
     LOGGING_CONFIG=None)
 django.setup()
 
+from django.contrib.auth.models import AnonymousUser  # noqa: E402
 from django.db import connection  # noqa: E402
 from django.http import Http404, HttpResponse, JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 from django.views.decorators.http import require_http_methods  # noqa: E402
+
+from rest_framework import viewsets  # noqa: E402
+from rest_framework.authentication import BaseAuthentication  # noqa: E402
+from rest_framework.decorators import api_view, authentication_classes  # noqa: E402
+from rest_framework.response import Response  # noqa: E402
+from rest_framework.views import APIView  # noqa: E402
 
 import common  # noqa: E402
 from idempotency_http.django import Idempotency  # noqa: E402
 
 common.create_tables()
 idem = Idempotency(**common.SETTINGS)
+
+
+class DemoUser:
+    """An authenticated user of the demo token table."""
+
+    is_authenticated = True
+
+    def __init__(self, name):
+        self.pk = self.username = name
+
+
+def token_user(get_response):
+    """The app's authentication middleware: request.user, which the default scope names."""
+
+    def middleware(request):
+        name = common.user_of(request.headers.get("Authorization"))
+        request.user = DemoUser(name) if name else AnonymousUser()
+        return get_response(request)
+
+    return middleware
+
+
+class TokenAuth(BaseAuthentication):
+    """REST framework's own authentication (``Authorization: Token <token>``, which the Django
+    middleware above does not know): its views authenticate for themselves."""
+
+    def authenticate(self, request):
+        name = common.user_of(request.headers.get("Authorization"), "token")
+        return (DemoUser(name), None) if name else None
 
 
 def one(query, params):
@@ -110,12 +149,53 @@ def status(request, code):
     return JsonResponse({"status": code}, status=code)
 
 
-@idem.idempotent(scope=common.tenant_scope)
+@idem.idempotent()
 def tenant_payment(request):
     body = json.loads(request.body)
-    tenant = request.headers[common.TENANT_HEADER]
-    pid, _ = one(common.INSERT_PAYMENT, [request.idempotency.key, body["order_id"], str(body["amount"]), tenant])
-    return JsonResponse({"payment_id": pid, "tenant": tenant}, status=201)
+    user = request.user.pk if request.user.is_authenticated else None
+    pid, _ = one(common.INSERT_PAYMENT, [request.idempotency.key, body["order_id"], str(body["amount"]), user])
+    return JsonResponse({"payment_id": pid, "tenant": user}, status=201)
+
+
+@idem.idempotent()
+def transfer(request, account_id):
+    (eid,) = one(common.INSERT_EFFECT, [f"transfer-{account_id}", request.idempotency.key, 0])
+    return JsonResponse({"effect_id": eid, "account": account_id}, status=201)
+
+
+@idem.idempotent(scope="custom")
+def custom_scope(request):
+    (eid,) = one(common.INSERT_EFFECT, ["custom-scope", request.idempotency.key, 0])
+    return JsonResponse({"effect_id": eid}, status=201)
+
+
+def drf_effect(request, kind):
+    """A REST framework handler's work: request.data parsed by DRF, the user its authenticators found."""
+    (eid,) = one(common.INSERT_EFFECT, [f"drf-{kind}", request.idempotency.key, len(request.body)])
+    user = request.user.pk if request.user.is_authenticated else None
+    return Response({"effect_id": eid, "kind": kind, "data": request.data, "user": user}, status=201,
+                    headers={"Location": f"/drf/{eid}"})
+
+
+@idem.idempotent()
+@api_view(["POST"])
+@authentication_classes([TokenAuth])
+def drf_function(request):
+    return drf_effect(request, "function")
+
+
+class DrfView(APIView):
+    authentication_classes = [TokenAuth]
+
+    def post(self, request):
+        return drf_effect(request, "apiview")
+
+
+class DrfViewSet(viewsets.ViewSet):
+    authentication_classes = [TokenAuth]
+
+    def create(self, request):
+        return drf_effect(request, "viewset")
 
 
 @idem.idempotent()
@@ -133,6 +213,9 @@ urlpatterns = [
     path("error-big", error_big), path("ok-big", ok_big), path("boom", boom), path("headers", headers),
     path("status/<int:code>", status), path("tenant/payments", tenant_payment),
     path("django/404", django_404), path("runs/<str:name>", runs),
+    path("accounts/<int:account_id>/transfer", transfer), path("custom-scope", custom_scope),
+    path("drf/function", drf_function), path("drf/apiview", idem.idempotent()(DrfView.as_view())),
+    path("drf/viewset", idem.idempotent()(DrfViewSet.as_view({"post": "create"}))),
 ]
 
 if __name__ == "__main__":

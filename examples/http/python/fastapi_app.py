@@ -9,6 +9,8 @@ from fastapi import APIRouter, Depends, FastAPI, Header, HTTPException, Request,
 from fastapi.responses import JSONResponse, PlainTextResponse, StreamingResponse
 from psycopg_pool import AsyncConnectionPool
 from pydantic import BaseModel
+from starlette.authentication import AuthCredentials, AuthenticationBackend, SimpleUser
+from starlette.middleware.authentication import AuthenticationMiddleware
 
 import common
 from idempotency_http import Claim
@@ -26,7 +28,16 @@ async def lifespan(_app):
     await pool.close()
 
 
+class TokenAuth(AuthenticationBackend):
+    """The app's authentication: request.user, which the adapter's default scope names."""
+
+    async def authenticate(self, conn):
+        user = common.user_of(conn.headers.get("authorization"))
+        return (AuthCredentials(["authenticated"]), SimpleUser(user)) if user else None
+
+
 app = FastAPI(lifespan=lifespan)
+app.add_middleware(AuthenticationMiddleware, backend=TokenAuth())
 router = APIRouter(route_class=idem.route)
 
 
@@ -114,11 +125,23 @@ async def status(code: int):
 
 
 @router.post("/tenant/payments", status_code=201)
-@idempotent(scope=common.tenant_scope)
-async def tenant_payment(order: Order, claim: Claim = Depends(idem.claim),
-                         x_tenant: str = Header(...)):
-    pid, amount = await one(claim, common.INSERT_PAYMENT, [claim.key, order.order_id, str(order.amount), x_tenant])
-    return {"payment_id": pid, "tenant": x_tenant}
+async def tenant_payment(request: Request, order: Order, claim: Claim = Depends(idem.claim)):
+    user = request.user.username if request.user.is_authenticated else None
+    pid, amount = await one(claim, common.INSERT_PAYMENT, [claim.key, order.order_id, str(order.amount), user])
+    return {"payment_id": pid, "tenant": user}
+
+
+@router.post("/accounts/{account_id}/transfer", status_code=201)
+async def transfer(account_id: int, claim: Claim = Depends(idem.claim)):
+    (eid,) = await one(claim, common.INSERT_EFFECT, [f"transfer-{account_id}", claim.key, 0])
+    return {"effect_id": eid, "account": account_id}
+
+
+@router.post("/custom-scope", status_code=201)
+@idempotent(scope="custom")
+async def custom_scope(claim: Claim = Depends(idem.claim)):
+    (eid,) = await one(claim, common.INSERT_EFFECT, ["custom-scope", claim.key, 0])
+    return {"effect_id": eid}
 
 
 @router.post("/fa/model", status_code=201, response_model=Payment)

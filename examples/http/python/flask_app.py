@@ -4,7 +4,7 @@ served by werkzeug's threaded WSGI server (PORT)."""
 import os
 import time
 
-from flask import Flask, abort, jsonify, request
+from flask import Flask, abort, g, jsonify, request
 from psycopg_pool import ConnectionPool
 
 import common
@@ -14,6 +14,12 @@ common.create_tables()
 pool = ConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE)
 idem = Idempotency(pool, **common.SETTINGS)
 app = Flask(__name__)
+
+
+@app.before_request
+def load_user():
+    """The app's authentication: g.user, which the adapter's default scope names."""
+    g.user = common.user_of(request.headers.get("Authorization"))
 
 
 def one(query, params):
@@ -89,12 +95,25 @@ def status(code):
 
 
 @app.post("/tenant/payments")
-@idem.idempotent(scope=common.tenant_scope)
+@idem.idempotent()
 def tenant_payment():
     body = request.get_json()
-    tenant = request.headers[common.TENANT_HEADER]
-    pid, _ = one(common.INSERT_PAYMENT, [idem.claim.key, body["order_id"], str(body["amount"]), tenant])
-    return {"payment_id": pid, "tenant": tenant}, 201
+    pid, _ = one(common.INSERT_PAYMENT, [idem.claim.key, body["order_id"], str(body["amount"]), g.user])
+    return {"payment_id": pid, "tenant": g.user}, 201
+
+
+@app.post("/accounts/<int:account_id>/transfer")
+@idem.idempotent()
+def transfer(account_id):
+    (eid,) = one(common.INSERT_EFFECT, [f"transfer-{account_id}", idem.claim.key, 0])
+    return {"effect_id": eid, "account": account_id}, 201
+
+
+@app.post("/custom-scope")
+@idem.idempotent(scope="custom")
+def custom_scope():
+    (eid,) = one(common.INSERT_EFFECT, ["custom-scope", idem.claim.key, 0])
+    return {"effect_id": eid}, 201
 
 
 @app.post("/flask/abort")

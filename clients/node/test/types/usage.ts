@@ -11,7 +11,8 @@ app.use(express.json());
 
 const options: IdempotencyOptions<Request> = {
   pool,
-  scope: (req) => `tenant:${req.get('x-tenant') ?? 'none'}`,
+  service: 'payments-api',
+  principal: (req) => (req.ip === undefined ? null : 'user-of-this-request'),
   replayHeaders: ['x-request-id'],
   statusAction: (status) => (status < 400 ? 'complete' : 'retry'),
 };
@@ -26,7 +27,12 @@ app.post('/orders', idempotency({ pool, maxWait: 5 }), (req: Request, res: Respo
   res.status(201).json({ body: req.body as unknown });
 });
 // The README's TypeScript example.
-app.post('/readme', idempotency<Request, Response>({ pool, scope: (req) => req.get('x-tenant') ?? 'none' },
+app.post('/readme', idempotency<Request, Response>({ pool, service: 'payments-api' },
+  async (req: IdempotentRequest<Request>, res: Response) => {
+    const { key } = req.idempotency;
+    res.status(201).json({ key });
+  }));
+app.post('/own-scope', idempotency<Request, Response>({ pool, scope: (req) => `orders:${req.path}` },
   async (req: IdempotentRequest<Request>, res: Response) => {
     const { key } = req.idempotency;
     res.status(201).json({ key });

@@ -7,9 +7,13 @@ type, so a look-alike function on the app's search_path is never chosen (psycopg
 
 from __future__ import annotations
 
+import hashlib
 import json
 import logging
+import os
 import re
+import sys
+import urllib.parse
 from dataclasses import dataclass, field
 from typing import Any, Callable, Iterable, List, Optional, Sequence, Tuple
 
@@ -88,8 +92,11 @@ class Settings:
     problem_base: str = DEFAULT_PROBLEM_BASE
     replay_headers: Sequence[str] = ()
     statuses: Callable[[int], str] = default_statuses
-    #: the extension's schema; None: looked up in pg_extension on first use
+    #: the extension's schema; None: looked up on first use (pg_extension, else the plain script's functions)
     schema: Optional[str] = None
+    #: part of the default scope: two services sharing a database never share records, replicas
+    #: of one service do. None: $IDEMPOTENCY_SERVICE, else a name taken from the app (docs/http.md)
+    service: Optional[str] = None
 
     def __post_init__(self) -> None:
         self.methods = frozenset(m.upper() for m in self.methods)
@@ -171,6 +178,60 @@ def replayed(stored: Any) -> HttpResponse:
     return HttpResponse(int(stored["status"]), headers, b"" if body is None else body.encode("utf-8"))
 
 
+SERVICE_ENV = "IDEMPOTENCY_SERVICE"
+SCOPE_MAX_BYTES = 255  # idempotency.requests.scope
+
+
+def service_name(configured: Optional[str], from_app: Callable[[], str]) -> str:
+    """``service=``, else $IDEMPOTENCY_SERVICE, else the app's own name."""
+    name = configured or os.environ.get(SERVICE_ENV) or from_app()
+    if name == "__main__":  # an app run as a script: its file's name
+        main = getattr(sys.modules.get("__main__"), "__file__", None)
+        name = os.path.splitext(os.path.basename(main))[0] if main else name
+    if not isinstance(name, str) or not name:
+        raise ValueError("service: a non-empty string is required")
+    return name
+
+
+def canonical_query(query: str) -> str:
+    """The query string with its parameters sorted by name (a name's values keep their order)."""
+    pairs = urllib.parse.parse_qsl(query, keep_blank_values=True)
+    return urllib.parse.urlencode(sorted(pairs, key=lambda p: p[0]))
+
+
+def default_scope(service: str, principal: Optional[str], method: str, route: str,
+                  params: Any, query: str) -> str:
+    """The default scope: who (service, principal) asks what (method, route pattern, the route
+    parameters' values, the canonical query string), as a JSON array; past 255 bytes, a
+    readable prefix and the SHA-256 of the whole."""
+    text = json.dumps([service, principal, method.upper(), route, params or {}, canonical_query(query)],
+                      ensure_ascii=False, separators=(",", ":"), sort_keys=True, default=str)
+    raw = text.encode("utf-8")
+    if len(raw) <= SCOPE_MAX_BYTES:
+        return text
+    head = raw[:SCOPE_MAX_BYTES - 72].decode("utf-8", "ignore")
+    return f"{head}#sha256:{hashlib.sha256(raw).hexdigest()}"
+
+
+def identity_of(user: Any) -> Optional[str]:
+    """A principal from a framework's user object: None when absent or not authenticated."""
+    if user is None or getattr(user, "is_authenticated", True) is False:
+        return None
+    if isinstance(user, str):
+        return user
+    for attr in ("pk", "identity", "id", "username", "display_name"):
+        try:
+            value = getattr(user, attr)
+        except (AttributeError, NotImplementedError):
+            continue
+        if value is not None and value != "":
+            return str(value)
+    get_id = getattr(user, "get_id", None)  # Flask-Login
+    if callable(get_id):
+        return str(get_id())
+    raise ValueError(f"cannot tell which principal a {type(user).__name__} is: pass principal=")
+
+
 def interval(seconds: float) -> str:
     return f"{seconds:.3f} seconds"
 
@@ -179,23 +240,40 @@ class Statements:
     """The adapter's SQL for one schema: every function qualified, every parameter cast."""
 
     #: the extension's schema, and who besides its owner may create functions in it
-    FIND_SCHEMA = (
-        "SELECT n.nspname::pg_catalog.text, (SELECT pg_catalog.string_agg(CASE WHEN a.grantee "
+    _WRITERS = (
+        "(SELECT pg_catalog.string_agg(CASE WHEN a.grantee "
         "OPERATOR(pg_catalog.=) 0::pg_catalog.oid THEN 'PUBLIC'::pg_catalog.text ELSE "
         "a.grantee::pg_catalog.regrole::pg_catalog.text END, ', '::pg_catalog.text) "
         "FROM pg_catalog.aclexplode(n.nspacl) AS a WHERE a.privilege_type OPERATOR(pg_catalog.=) "
-        "'CREATE'::pg_catalog.text AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner) "
+        "'CREATE'::pg_catalog.text AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner)")
+    FIND_SCHEMA = (
+        "SELECT n.nspname::pg_catalog.text, " + _WRITERS + ", 1, n.nspname::pg_catalog.text "
         "FROM pg_catalog.pg_extension AS e JOIN pg_catalog.pg_namespace AS n "
         "ON n.oid OPERATOR(pg_catalog.=) e.extnamespace "
         "WHERE e.extname OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.name")
+    #: without the extension (the portable edition's plain script): the schemas holding both
+    #: idem_claim and idem_http_replay; the first, how many, and all their names
+    FIND_PLAIN = (
+        "SELECT n.nspname::pg_catalog.text, " + _WRITERS + ", pg_catalog.count(*) OVER ()::pg_catalog.int4, "
+        "pg_catalog.string_agg(n.nspname::pg_catalog.text, ', '::pg_catalog.text) OVER () "
+        "FROM pg_catalog.pg_namespace AS n WHERE "
+        + " AND ".join(f"EXISTS (SELECT FROM pg_catalog.pg_proc AS p WHERE p.pronamespace "
+                       f"OPERATOR(pg_catalog.=) n.oid AND p.proname OPERATOR(pg_catalog.=) "
+                       f"'{name}'::pg_catalog.name)" for name in ("idem_claim", "idem_http_replay"))
+        + " ORDER BY n.nspname LIMIT 1")
 
     @classmethod
     def found(cls, row: Any) -> "Statements":
-        """Statements for FIND_SCHEMA's row; a loud warning when others may plant functions there."""
+        """Statements for FIND_SCHEMA's (or FIND_PLAIN's) row; a loud warning when others may
+        plant functions there."""
         if row is None:
-            raise RuntimeError("the idempotency extension is not installed in this database "
-                               "(CREATE EXTENSION idempotency)")
-        schema, writers = row
+            raise RuntimeError("the idempotency functions are not in this database (CREATE EXTENSION "
+                               "idempotency, or the portable edition's script); if they are in a "
+                               "schema this role cannot see, pass schema=")
+        schema, writers, count, names = row
+        if count > 1:
+            raise RuntimeError(f"the idempotency extension is not installed and functions of its names "
+                               f"are in several schemas ({names}): pass schema= to name the right one")
         if writers:
             logging.getLogger("idempotency_http").warning(
                 "schema %s of the idempotency extension is writable by %s: they can plant "

@@ -177,7 +177,8 @@ class SyncEngine(_Base):
     def _once(self, sess, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
         if self.statements is None:
             with sess.transaction():
-                self.statements = Statements.found(sess.one(Statements.FIND_SCHEMA, []))
+                row = sess.one(Statements.FIND_SCHEMA, []) or sess.one(Statements.FIND_PLAIN, [])
+                self.statements = Statements.found(row)
         with sess.transaction():
             request_hash = self._hash(sess, req)
             try:
@@ -245,13 +246,15 @@ class AsyncEngine(_Base):
                 self.unregister()
 
     async def _one(self, conn, stmt, params):
-        cur = await conn.execute(stmt, params)
+        cur = await conn.execute(stmt, params, prepare=False)  # transaction poolers: docs/http.md
         return await cur.fetchone()
 
     async def _once(self, conn, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
         if self.statements is None:
             async with conn.transaction():
-                self.statements = Statements.found(await self._one(conn, Statements.FIND_SCHEMA, []))
+                row = (await self._one(conn, Statements.FIND_SCHEMA, [])
+                       or await self._one(conn, Statements.FIND_PLAIN, []))
+                self.statements = Statements.found(row)
         async with conn.transaction():
             request_hash = await self._hash(conn, req)
             try:
@@ -300,7 +303,9 @@ class PsycopgSession:
         self.handle = conn
 
     def one(self, stmt, params):
-        return self.handle.execute(stmt, params).fetchone()
+        # never prepared: a transaction pooler (PgBouncer, Supabase, RDS Proxy) hands each
+        # transaction another server session, where a prepared name is missing or taken
+        return self.handle.execute(stmt, params, prepare=False).fetchone()
 
     def transaction(self):
         return self.handle.transaction()

@@ -5,7 +5,7 @@
     from idempotency_http.fastapi import Idempotency
 
     pool = AsyncConnectionPool(DATABASE_URL, max_size=4, open=False)
-    idem = Idempotency(pool, scope=lambda request: f"{request.state.tenant} {request.url.path}")
+    idem = Idempotency(pool, service="payments-api")
     router = APIRouter(route_class=idem.route)
 
     @router.post("/payments", status_code=201)
@@ -18,6 +18,10 @@ parses the body, runs the dependencies and the endpoint and turns its return val
 model, Response, ``status_code=``) into the Response that is stored and sent. Routes of other
 methods (GET, ...) are left as they are. OpenAPI shows the Idempotency-Key header and the
 400/409/413/422 problem responses.
+
+The default scope is the service, the principal (``request.user`` of Starlette's
+AuthenticationMiddleware, or ``principal=``), the method, the route with its parameters' values
+and the query string: a stored response never answers another resource, service or user.
 """
 
 from __future__ import annotations
@@ -32,10 +36,11 @@ from fastapi.routing import APIRoute
 from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
-from .core import PROBLEM, Claim, HttpResponse, Settings
+from .core import PROBLEM, Claim, HttpResponse, Settings, default_scope, identity_of, service_name
 from .engine import AsyncEngine
 
 Scope = Union[None, str, Callable[[Request], Any]]
+Principal = Optional[Callable[[Request], Any]]
 
 _PROBLEM_SCHEMA = {
     "type": "object",
@@ -116,16 +121,20 @@ class Idempotency:
     """The contract for FastAPI apps on a psycopg ``AsyncConnectionPool``.
 
     ``pool``: an AsyncConnectionPool, or any zero-argument callable giving an async context
-    manager that yields an AsyncConnection. ``scope``: None (``"<METHOD> <route path>"``), a
-    string, or a callable(request) -> str (sync or async), e.g. per tenant. Other keywords are
-    :class:`idempotency_http.Settings` fields (methods, max_body_bytes, max_wait, ...).
+    manager that yields an AsyncConnection. ``scope``: None (the default scope: service,
+    principal, method, route and its parameters, query), or a string or a callable(request) -> str
+    (sync or async) that replaces it whole. ``principal``: a callable(request) -> str or None (sync
+    or async); by default the authenticated ``request.user``. ``service``: see Settings. Other
+    keywords are :class:`idempotency_http.Settings` fields (methods, max_body_bytes, ...).
     """
 
-    def __init__(self, pool: Any, *, scope: Scope = None, **settings: Any) -> None:
+    def __init__(self, pool: Any, *, scope: Scope = None, principal: Principal = None,
+                 **settings: Any) -> None:
         connection = pool.connection if hasattr(pool, "connection") else pool
         self.settings = Settings(**settings)
         self.engine = AsyncEngine(self.settings, connection)
         self.scope = scope
+        self.principal = principal
         #: ``APIRouter(route_class=idem.route)`` or ``app.router.route_class = idem.route``
         self.route = type("IdempotentRoute", (_IdempotentRoute,), {"idempotency": self})
 
@@ -140,11 +149,20 @@ class Idempotency:
     async def _scope_of(self, request: Request, route: _IdempotentRoute) -> str:
         option = route.scope_option
         if option is None:
-            return f"{request.method.upper()} {route.path}"
+            service = service_name(self.settings.service, lambda: _app_name(request, route))
+            return default_scope(service, await self._principal_of(request), request.method,
+                                 route.path, request.path_params, request.url.query)
         if isinstance(option, str):
             return option
         value = option(request)
         return await value if inspect.isawaitable(value) else value
+
+    async def _principal_of(self, request: Request) -> Optional[str]:
+        if self.principal is None:  # AuthenticationMiddleware's user; never a client header
+            return identity_of(request.scope.get("user"))
+        value = self.principal(request)
+        value = await value if inspect.isawaitable(value) else value
+        return None if value is None else str(value)
 
     async def serve(self, request: Request, original: Callable[[Request], Any],
                     route: _IdempotentRoute) -> Response:
@@ -168,6 +186,12 @@ class Idempotency:
 
         answer = await self.engine.handle(prepared, call)
         return answer.native if answer.native is not None else _to_starlette(answer)
+
+
+def _app_name(request: Request, route: APIRoute) -> str:
+    """The app's title, unless it is FastAPI's default; then the endpoint's module."""
+    title = getattr(request.app, "title", None)
+    return title if title and title != "FastAPI" else route.endpoint.__module__
 
 
 async def _read_body(request: Request, limit: int) -> Optional[bytes]:

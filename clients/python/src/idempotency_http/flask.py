@@ -4,7 +4,7 @@
     from idempotency_http.flask import Idempotency
 
     pool = ConnectionPool(DATABASE_URL, max_size=4)
-    idem = Idempotency(pool, scope=lambda request: f"{g.tenant} {request.url_rule.rule}")
+    idem = Idempotency(pool, service="payments-api")
 
     @app.post("/payments")
     @idem.idempotent()
@@ -13,7 +13,9 @@
         return {"id": 7}, 201
 
 The view keeps its signature and returns whatever Flask accepts; GET, HEAD, OPTIONS (and
-methods not in ``methods``) run the view as it is.
+methods not in ``methods``) run the view as it is. The default scope is the service, the
+principal (``g.user``, or Flask-Login's ``current_user``, or ``principal=``), the method, the
+URL rule with its arguments and the query string.
 """
 
 from __future__ import annotations
@@ -24,18 +26,23 @@ from typing import Any, Callable, Optional, Union
 from flask import Response, current_app, g, request
 from werkzeug.exceptions import HTTPException
 
-from .core import Claim, HttpResponse, Settings
+from .core import Claim, HttpResponse, Settings, default_scope, identity_of, service_name
 from .engine import PsycopgSession, SyncEngine
 
 Scope = Union[None, str, Callable[[Any], str]]
+Principal = Optional[Callable[[Any], Optional[str]]]
 
 
 class Idempotency:
     """``pool``: a psycopg_pool ConnectionPool (or a callable giving a context manager that
-    yields a psycopg Connection). ``scope``: None (``"<METHOD> <url rule>"``), a string or a
-    callable(request) -> str. Other keywords are :class:`idempotency_http.Settings` fields."""
+    yields a psycopg Connection). ``scope``: None (the default scope), or a string or a
+    callable(request) -> str that replaces it whole. ``principal``: a callable(request) -> str
+    or None; by default the authenticated user (``g.user``, else Flask-Login's ``current_user``).
+    Other keywords are :class:`idempotency_http.Settings` fields (``service``, ...)."""
 
-    def __init__(self, pool: Any, *, scope: Scope = None, **settings: Any) -> None:
+    def __init__(self, pool: Any, *, scope: Scope = None, principal: Principal = None,
+                 **settings: Any) -> None:
+        self.principal = principal
         connection = pool.connection if hasattr(pool, "connection") else pool
         self.settings = Settings(**settings)
 
@@ -61,8 +68,23 @@ class Idempotency:
     def _scope_of(self, option: Scope) -> str:
         if option is None:
             rule = request.url_rule.rule if request.url_rule is not None else request.path
-            return f"{request.method.upper()} {rule}"
+            service = service_name(self.settings.service, lambda: current_app.import_name)
+            return default_scope(service, self._principal(), request.method, rule,
+                                 request.view_args, request.query_string.decode("latin-1"))
         return option if isinstance(option, str) else option(request)
+
+    def _principal(self) -> Optional[str]:
+        if self.principal is not None:
+            value = self.principal(request)
+            return None if value is None else str(value)
+        if "user" in g:  # the app's own login sets g.user (Flask's tutorial does)
+            return identity_of(g.user)
+        manager = getattr(current_app, "login_manager", None)
+        if manager is not None:  # Flask-Login
+            from flask_login import current_user
+
+            return identity_of(current_user._get_current_object())
+        return None
 
     def idempotent(self, *, scope: Scope = None) -> Callable:
         """Decorate a view (under ``@app.post`` / ``@app.route``)."""
