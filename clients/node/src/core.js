@@ -129,7 +129,7 @@ export async function claim(opts, scope, key, print, waitSeconds) {
         await client.query('ROLLBACK').catch(() => {});
         client.release();
         if (err.code === 'P4002') return { response: problem(opts, 'payload-mismatch', 'This Idempotency-Key was used for a request with another body.') };
-        if (print.kind === 'json' && (err.code === '22P02' || err.code === '22P05')) {
+        if (print.kind === 'json' && (['22P02', '22P05', '54001'].includes(err.code))) {
           return { response: problem(opts, 'body-not-json', 'Postgres does not accept the body as jsonb.') };
         }
         throw err;

@@ -3,6 +3,8 @@
 import { createHash } from 'node:crypto';
 
 export const EMPTY_HASH = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
+/** Deeper JSON is refused (body-not-json): JSON.stringify and Postgres's jsonb recurse per level. */
+export const MAX_JSON_DEPTH = 512;
 export const FORM = 'application/x-www-form-urlencoded';
 
 export class BodyError extends Error {
@@ -38,7 +40,7 @@ export function fingerprintBytes(essence, bytes) {
     } catch (err) {
       throw new BodyError('body-not-json', err.message);
     }
-    return { kind: 'json', param: text, body };
+    return { kind: 'json', param: shallow(text), body };
   }
   if (essence === FORM) {
     const fields = formFields(bytes);
@@ -97,8 +99,13 @@ export async function fingerprintRequest(req, maxBytes) {
   if (length === '0') return fingerprintBytes(essence, Buffer.alloc(0));
   if (isJson(essence) && body !== undefined) {
     // RFC 8785 gives the same hash for the same JSON value, whoever parsed it.
-    const text = JSON.stringify(body);
-    return sized({ kind: 'json', param: text, body }, Buffer.byteLength(text), maxBytes);
+    let text;
+    try {
+      text = JSON.stringify(body);
+    } catch {
+      throw new BodyError('body-not-json', `the body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    }
+    return sized({ kind: 'json', param: shallow(text), body }, Buffer.byteLength(text), maxBytes);
   }
   if (essence === FORM && body !== null && typeof body === 'object') {
     const param = JSON.stringify(fieldsFromParsed(body));
@@ -107,6 +114,23 @@ export async function fingerprintRequest(req, maxBytes) {
   throw new TypeError(
     `a body parser consumed a ${essence || 'typeless'} body that idempotency() cannot fingerprint: mount idempotency() before it`,
   );
+}
+
+// The JSON text itself, or BodyError when it nests arrays and objects deeper than MAX_JSON_DEPTH.
+function shallow(text) {
+  let depth = 0;
+  let inString = false;
+  for (let i = 0; i < text.length; i++) {
+    const c = text.charCodeAt(i);
+    if (inString) {
+      if (c === 92) i++; // backslash: skip the escaped character
+      else if (c === 34) inString = false;
+    } else if (c === 34) inString = true;
+    else if (c === 91 || c === 123) {
+      if (++depth > MAX_JSON_DEPTH) throw new BodyError('body-not-json', `the body is nested deeper than ${MAX_JSON_DEPTH} levels`);
+    } else if (c === 93 || c === 125) depth--;
+  }
+  return text;
 }
 
 function sized(print, size, maxBytes) {

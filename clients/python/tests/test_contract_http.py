@@ -3,6 +3,8 @@ keys, bodies, limits, methods, statuses, problem documents, replayed headers (sc
 
 import base64
 import json
+import socket
+import threading
 from pathlib import Path
 
 import httpx
@@ -108,12 +110,46 @@ def test_an_empty_body_is_its_own_case(server, db):
     is_problem(server.post("/echo", key=key, body=b"null"), 422, "payload-mismatch")
 
 
-@pytest.mark.parametrize("body", [b"{a", b'{"a": NaN}', b'"\xff"', b'{"a": "\\u0000"}'])
+@pytest.mark.parametrize("body", [b"{a", b'{"a": NaN}', b'"\xff"', b'{"a": "\\u0000"}',
+                                  b"[" * 513 + b"]" * 513, b'{"a":' * 3000 + b"1" + b"}" * 3000,
+                                  b"[" * 100_000 + b"]" * 100_000],
+                         ids=["broken", "NaN", "not-utf8", "nul", "deep-513", "deep-3000", "deep-100000"])
 def test_a_json_body_that_is_not_json_is_400_and_claims_nothing(server, db, body):
     key = new_key()
     doc = is_problem(server.post("/echo", key=key, body=body), 400, "body-not-json")
     assert doc["title"] == "Request body is not valid JSON"
     assert row(db, key) is None and effects(db, key) == 0
+
+
+def test_an_endless_chunked_body_is_413_after_the_limit(server, db):
+    """Read up to max_body_bytes and no further: a server that read the whole body first would
+    never answer this one."""
+    key, stop = new_key(), threading.Event()
+    sock = socket.create_connection(("127.0.0.1", server.port), timeout=20)
+    sock.sendall(f"POST /echo HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: text/plain\r\n"
+                 f"Idempotency-Key: {key}\r\nTransfer-Encoding: chunked\r\n\r\n".encode())
+
+    def feed():
+        chunk = b"10000\r\n" + b"x" * 0x10000 + b"\r\n"
+        try:
+            while not stop.is_set():
+                sock.sendall(chunk)
+        except OSError:
+            pass  # the server answered and closed
+
+    feeder = threading.Thread(target=feed, daemon=True)
+    feeder.start()
+    try:
+        head = sock.recv(4096).split(b"\r\n", 1)[0]
+    finally:
+        stop.set()
+        sock.close()
+    if server.framework == "django":
+        # WSGI Django reads no body without Content-Length (an empty one): it never reads on.
+        assert head.startswith(b"HTTP/1.1 ") and int(head.split()[1]) in (201, 413)
+    else:
+        assert head.split()[1] == b"413", head
+        assert row(db, key) is None and effects(db, key) == 0
 
 
 def test_a_body_over_the_limit_is_413_and_runs_nothing(server, db):

@@ -215,7 +215,7 @@ class SyncEngine(_Base):
         try:  # a failure aborts the claim's transaction, which _Answer then rolls back
             return sess.one(self.st.hash_statement(kind), [value])[0]
         except Exception as exc:
-            if _sqlstate(exc).startswith("22"):
+            if _sqlstate(exc).startswith("22") or _sqlstate(exc) == "54001":  # 54001: nested too deep
                 raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
             raise
 
@@ -291,7 +291,7 @@ class AsyncEngine(_Base):
         try:  # a failure aborts the claim's transaction, which _Answer then rolls back
             return (await self._one(conn, self.st.hash_statement(kind), [value]))[0]
         except Exception as exc:
-            if _sqlstate(exc).startswith("22"):
+            if _sqlstate(exc).startswith("22") or _sqlstate(exc) == "54001":  # 54001: nested too deep
                 raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
             raise
 

@@ -103,9 +103,7 @@ class Idempotency:
     def _serve(self, scope: Scope, view: Callable, args, kwargs) -> Response:
         body: Optional[bytes] = None
         if not self.engine.too_large(request.content_length):
-            body = request.get_data(cache=True)  # form/json parsing later reads this copy
-            if len(body) > self.settings.max_body_bytes:
-                body = None
+            body = _read_body(self.settings.max_body_bytes)
         prepared = self.engine.prepare(
             self._scope_of(scope), request.headers.getlist("Idempotency-Key"),
             request.headers.get("Content-Type"), request.headers.get("Prefer"), body)
@@ -125,6 +123,23 @@ class Idempotency:
 
         answer = self.engine.handle(prepared, call)
         return answer.native if answer.native is not None else _to_flask(answer)
+
+
+def _read_body(limit: int) -> Optional[bytes]:
+    """The body, or None past ``limit``: read a chunk at a time (a chunked body too), never
+    more than one chunk past the limit, then kept where get_data(), form and json find it."""
+    chunks, size = [], 0
+    while True:
+        chunk = request.stream.read(64 * 1024)
+        if not chunk:
+            break
+        size += len(chunk)
+        if size > limit:
+            return None
+        chunks.append(chunk)
+    body = b"".join(chunks)
+    request._cached_data = body
+    return body
 
 
 def _to_flask(response: HttpResponse) -> Response:

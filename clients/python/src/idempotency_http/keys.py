@@ -6,6 +6,7 @@ Pure functions, no I/O; docs/http.md has the rules and clients/contract-vectors.
 from __future__ import annotations
 
 import hashlib
+import itertools
 import json
 import re
 import urllib.parse
@@ -15,6 +16,11 @@ import http_sf
 
 #: hex SHA-256 of zero bytes: the fingerprint of every empty body.
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
+#: deeper JSON is refused (body-not-json): parsers and Postgres's jsonb recurse per level
+MAX_JSON_DEPTH = 512
+_JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
+_BRACKET = re.compile(r"[\[\]{}]")
+_STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
 _PREFER_WAIT = re.compile(r"(?:^|[,;\s])wait\s*=\s*\"?(\d+(?:\.\d+)?)\"?", re.IGNORECASE)
 _OWS = " \t"
 
@@ -104,12 +110,22 @@ def fingerprint_plan(content_type: Optional[str], body: bytes) -> Tuple[str, str
             raise BodyNotJson("the body is not UTF-8") from None
         try:
             json.loads(text, parse_constant=_no_constant)
+        except RecursionError:
+            raise BodyNotJson(f"the body is nested deeper than {MAX_JSON_DEPTH} levels") from None
         except ValueError as exc:
             raise BodyNotJson(f"the body is not JSON ({exc.args[0] if exc.args else exc})") from None
+        if text.count("[") + text.count("{") > MAX_JSON_DEPTH and json_depth(text) > MAX_JSON_DEPTH:
+            raise BodyNotJson(f"the body is nested deeper than {MAX_JSON_DEPTH} levels")
         return "json", text
     if media == "application/x-www-form-urlencoded":
         return "form", json.dumps(form_fields(body), ensure_ascii=False)
     return "hash", hashlib.sha256(media.encode("utf-8") + b"\n" + body).hexdigest()
+
+
+def json_depth(text: str) -> int:
+    """How deeply valid JSON text nests arrays and objects (strings skipped)."""
+    steps = map(_STEP.__getitem__, _BRACKET.findall(_JSON_STRING.sub("", text)))
+    return max(itertools.accumulate(steps), default=0)
 
 
 def _no_constant(name: str):
