@@ -24,6 +24,9 @@ if os.environ.get("IDEM_EXAMPLE_SCHEMA"):
     # the portable edition's plain script has no pg_extension row to find the schema by
     SETTINGS["schema"] = os.environ["IDEM_EXAMPLE_SCHEMA"]
 POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
+#: IDEM_EXAMPLE_NO_PREPARE=1: the handlers' own statements are never prepared (behind a transaction
+#: pooler, tests/test_poolers.py; an app would rather set prepare_threshold=None, docs/http.md)
+PREPARE = False if os.environ.get("IDEM_EXAMPLE_NO_PREPARE") else None
 #: the apps' own authentication (a demo token table): the adapter takes the principal from the
 #: framework's authenticated user, never from a client header such as X-Tenant
 USERS = {"alice-token": "alice", "bob-token": "bob"}

@@ -53,7 +53,7 @@ class Payment(BaseModel):
 
 
 async def one(claim: Claim, query: str, params):
-    cur = await claim.conn.execute(query, params)
+    cur = await claim.conn.execute(query, params, prepare=common.PREPARE)
     return await cur.fetchone()
 
 

@@ -23,7 +23,7 @@ def load_user():
 
 
 def one(query, params):
-    return idem.claim.conn.execute(query, params).fetchone()
+    return idem.claim.conn.execute(query, params, prepare=common.PREPARE).fetchone()
 
 
 @app.post("/payments")
