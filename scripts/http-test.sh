@@ -170,7 +170,8 @@ node_suite "unit and example service" DATABASE_URL="$node_db" IDEM_NODE_TARBALL=
   test/keys.test.js test/schema.test.js test/http.test.js
 for em in 4 5; do
   node_suite "Express $em contract and tsc" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
-    test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js test/types.test.js
+    test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js \
+    test/plain-script.test.js test/types.test.js
 done
 
 # --- the same contract on the portable edition (docs/managed.md): its plain script in databases

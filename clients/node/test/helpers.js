@@ -33,9 +33,10 @@ export async function startServer(env = {}) {
   fs.copyFileSync(path.join(here, 'fixtures/server.js'), path.join(PROJECT, 'server.js'));
   const port = await freePort();
   const proc = spawn(process.execPath, ['server.js'], {
-    cwd: PROJECT, env: { ...process.env, PORT: String(port), ...env }, stdio: ['ignore', 'inherit', 'inherit'],
+    cwd: PROJECT, env: { ...process.env, PORT: String(port), ...env }, stdio: ['ignore', 'inherit', env.IDEM_TEST_LOG ? 'pipe' : 'inherit'],
   });
-  const server = { port, proc, exited: false };
+  const server = { port, proc, exited: false, output: '' };
+  proc.stderr?.on('data', (chunk) => { server.output += chunk; }); // with IDEM_TEST_LOG: what it logged
   proc.once('exit', () => { server.exited = true; });
   for (let i = 0; i < 100; i++) {
     assert.equal(server.exited, false, 'the test server exited');
