@@ -66,11 +66,8 @@ export function resourceOf(req) {
     const base = req.baseUrl ? routingForm(req, req.baseUrl) : '';
     return [req.method, `${base === '/' ? '' : base}${typeof pattern === 'string' ? pattern : String(pattern)}`, params];
   }
-  let p = (req.baseUrl ?? '') + (req.path ?? '/');
-  try {
-    p = decodeURIComponent(p);
-  } catch { /* keep it encoded */ }
-  return [req.method, routingForm(req, p), params];
+  // Still percent-encoded, as Express matches it: /a%2Fb and /a/b are not one path.
+  return [req.method, routingForm(req, (req.baseUrl ?? '') + (req.path ?? '/')), params];
 }
 
 export function defaultScope(service, principal, req) {
