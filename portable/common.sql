@@ -122,10 +122,11 @@ LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 SELECT pg_catalog.format('Interval(Interval { time: %s, day: %s, month: %s })',
-    (pg_catalog.date_part('hour'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 3600000000::pg_catalog.float8
-     OPERATOR(pg_catalog.+) pg_catalog.date_part('minute'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 60000000::pg_catalog.float8
+    -- Every product in parentheses: OPERATOR(...) has one precedence for all operators.
+    ((pg_catalog.date_part('hour'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 3600000000::pg_catalog.float8)
+     OPERATOR(pg_catalog.+) (pg_catalog.date_part('minute'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 60000000::pg_catalog.float8)
      OPERATOR(pg_catalog.+) pg_catalog.date_part('microseconds'::pg_catalog.text, value))::pg_catalog.int8,
     pg_catalog.date_part('day'::pg_catalog.text, value)::pg_catalog.int4,
-    (pg_catalog.date_part('year'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 12::pg_catalog.float8
+    ((pg_catalog.date_part('year'::pg_catalog.text, value) OPERATOR(pg_catalog.*) 12::pg_catalog.float8)
      OPERATOR(pg_catalog.+) pg_catalog.date_part('month'::pg_catalog.text, value))::pg_catalog.int4)
 $fn$;

@@ -326,7 +326,7 @@ BEGIN
     -- Cut to 8192 bytes without splitting a character, as pg_mbcliplen does.
     WHILE pg_catalog.octet_length(err) OPERATOR(pg_catalog.>) 8192 LOOP
         err := pg_catalog.left(err, LEAST(pg_catalog.length(err) OPERATOR(pg_catalog.-) 1,
-            pg_catalog.length(err) OPERATOR(pg_catalog.-) (pg_catalog.octet_length(err) OPERATOR(pg_catalog.-) 8192) OPERATOR(pg_catalog./) 4));
+            pg_catalog.length(err) OPERATOR(pg_catalog.-) ((pg_catalog.octet_length(err) OPERATOR(pg_catalog.-) 8192) OPERATOR(pg_catalog./) 4)));
     END LOOP;
     -- A row that is published (another publisher acked it) or gone is left alone.
     UPDATE idempotency.outbox AS o

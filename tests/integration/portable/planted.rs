@@ -62,7 +62,16 @@ fn an_overload_beside_the_callee_records_nothing() {
     )
     .expect("the overload");
     let call = "SELECT (idem_call('s', 'k', '{}', 'app.effect(jsonb)')).outcome::text";
-    assert_eq!(answer(&mut owner, call), "ERROR 42725");
+    // Refused by the check before the claim, not by the ambiguous call after it.
+    let err = owner.query_one(call, &[]).expect_err("refused");
+    assert_eq!(common::sqlstate(&err), "42725", "{err}");
+    let message = err.as_db_error().map(|d| d.message().to_string());
+    assert_eq!(
+        message.as_deref(),
+        Some(
+            "idem_call cannot call app.effect(jsonb): another function of that name is in its schema"
+        )
+    );
     assert_eq!(
         common::count(&mut owner, "SELECT count(*) FROM idempotency.requests"),
         0

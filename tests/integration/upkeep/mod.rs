@@ -1,5 +1,7 @@
 //! idem_purge and idem_reclaim by hand against concurrent claims (the worker: tests/worker/),
-//! and the generations layout with its rotation (generations/).
+//! the generations layout with its rotation (generations/), and the units and cuts both editions
+//! must read alike (units.rs).
 
 mod generations;
 mod sessions;
+mod units;

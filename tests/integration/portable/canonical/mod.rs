@@ -20,16 +20,17 @@ mod special;
 
 use random::{any_char, random_doc};
 
-const SCRIPT: &str = concat!(
-    include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/portable/canonical.sql"
-    )),
-    include_str!(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/portable/lock_key.sql"
-    ))
-);
+/// portable/canonical.sql and portable/lock_key.sql, read when the tests run (as the other
+/// portable tests read scripts/portable.sh), so that a mutation of them needs no build.
+fn script() -> &'static str {
+    static SCRIPT: OnceLock<String> = OnceLock::new();
+    SCRIPT.get_or_init(|| {
+        ["portable/canonical.sql", "portable/lock_key.sql"]
+            .iter()
+            .map(|f| common::repo_file(f))
+            .collect()
+    })
+}
 
 /// In each database, `try_call(sql_call, arg)`: the call's result, or its error as
 /// `ERROR <sqlstate> <message> | <detail> | <hint>`. Test scaffolding, not part of either edition.
@@ -62,7 +63,7 @@ fn pair() -> &'static std::sync::Mutex<Pair> {
             .batch_execute("CREATE SCHEMA idempotency")
             .expect("schema");
         portable
-            .batch_execute(SCRIPT)
+            .batch_execute(script())
             .expect("portable/canonical.sql");
         portable
             .batch_execute(TRY_CALL)

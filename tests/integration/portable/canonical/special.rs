@@ -1,6 +1,6 @@
 //! Look-alikes planted on the caller's path, the documented json exception, a LATIN1 database.
 
-use super::{SCRIPT, pair};
+use super::{pair, script};
 use crate::common::{self, Client, cluster};
 
 /// The body of every planted look-alike.
@@ -12,7 +12,7 @@ fn planted_lookalikes_never_run() {
     let mut db = c.empty_database("pc_hostile");
     db.batch_execute("CREATE SCHEMA idempotency")
         .expect("schema");
-    db.batch_execute(SCRIPT).expect("script");
+    db.batch_execute(script()).expect("script");
     // Look-alikes of everything the functions call, each of which fails loudly if run.
     let mut plant = String::new();
     // name(argument types) result type, of every function the portable code calls
@@ -154,7 +154,7 @@ fn latin1_database_matches() {
     latin1
         .batch_execute("CREATE SCHEMA idempotency")
         .expect("schema");
-    latin1.batch_execute(SCRIPT).expect("script");
+    latin1.batch_execute(script()).expect("script");
     let doc = r#"{"é": [1.50, "ÿ\u0001"], "a": {"ß": true, "Z": null}, "b": "àé", "\u00ff": 1e-7}"#;
     let sql = "SELECT idem_canonical($1::text::jsonb), idem_hash($1::text::jsonb), \
                idem_hash($1::text::json), idem_lock_key('tenant:é', $1::text)::text";

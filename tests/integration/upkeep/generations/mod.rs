@@ -24,7 +24,7 @@ pub(crate) enum Edition {
 }
 
 impl Edition {
-    fn cluster(self) -> &'static common::Cluster {
+    pub(crate) fn cluster(self) -> &'static common::Cluster {
         match self {
             Edition::Native => common::cluster(),
             Edition::Portable => common::bare_cluster(),
@@ -32,7 +32,7 @@ impl Edition {
     }
 
     /// The role that owns the tables (the native extension's: the superuser who created it).
-    fn owner(self, db: &str) -> String {
+    pub(crate) fn owner(self, db: &str) -> String {
         match self {
             Edition::Native => "postgres".into(),
             Edition::Portable => format!("{db}_owner"),
@@ -40,7 +40,7 @@ impl Edition {
     }
 
     /// A new database `db` with the edition, in the flat layout: a session of the owner.
-    fn install(self, db: &str) -> Client {
+    pub(crate) fn install(self, db: &str) -> Client {
         match self {
             Edition::Native => self.cluster().database(db),
             Edition::Portable => crate::portable::install(db),
@@ -48,7 +48,7 @@ impl Edition {
     }
 
     /// Another session of the tables' owner in `db`.
-    fn session(self, db: &str) -> Client {
+    pub(crate) fn session(self, db: &str) -> Client {
         self.cluster().connect_as(db, &self.owner(db))
     }
 
