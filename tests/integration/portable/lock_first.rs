@@ -43,15 +43,22 @@ fn setup(name: &str) -> (Client, Client) {
     (owner, a)
 }
 
-/// The attacker opens `CREATE TRIGGER`; `run` (the owner's statement, in another session)
+const TRIGGER: &str =
+    "CREATE TRIGGER note BEFORE UPDATE OR DELETE OR TRUNCATE ON idempotency.requests
+     FOR EACH STATEMENT EXECUTE FUNCTION atk.note()";
+
+/// The attacker opens `TRIGGER`; `run` (the owner's statement, in another session)
 /// starts and waits for the table's lock; the attacker commits. Returns what `run` answered.
 fn race(name: &str, attacker: &mut Client, run: &'static str) -> String {
-    attacker
-        .batch_execute(
-            "BEGIN; CREATE TRIGGER note BEFORE UPDATE OR DELETE OR TRUNCATE ON idempotency.requests
-             FOR EACH STATEMENT EXECUTE FUNCTION atk.note()",
-        )
-        .expect("the open CREATE TRIGGER");
+    race_with(name, attacker, TRIGGER, run)
+}
+
+/// `race` with another open change (`ddl`) of `holder`'s.
+fn race_with(name: &str, holder: &mut Client, ddl: &str, run: &'static str) -> String {
+    holder
+        .batch_execute(&format!("BEGIN; {ddl}"))
+        .expect("the open change");
+    let attacker = holder;
     let owner_role = format!("{name}_owner");
     let db = name.to_string();
     let upkeep = std::thread::spawn(move || {
@@ -113,4 +120,20 @@ fn the_rotation_refuses_a_trigger_committed_while_it_waits() {
         common::count(&mut owner, "SELECT count(*) FROM public.fired"),
         0
     );
+}
+
+/// The same decision after the lock for what only the owner can add: a row-level security
+/// policy opened in another session of the owner's while the rotation waits is refused (the
+/// layout does not carry policies to the generations), not bypassed.
+#[test]
+fn the_rotation_refuses_a_policy_committed_while_it_waits() {
+    let name = "portable_lock_first_policy";
+    let (mut owner, _attacker) = setup(name);
+    owner
+        .batch_execute("SELECT idem_claim('s', 'k', 'h'); SELECT idem_set_layout('generations');")
+        .expect("a record, then the layout");
+    let mut other = cluster().connect_as(name, &format!("{name}_owner"));
+    let policy = "CREATE POLICY p ON idempotency.requests USING (true)";
+    let run = "SELECT idem_rotate(force => true, lock_wait => '60s')";
+    assert_eq!(race_with(name, &mut other, policy, run), "ERROR 0A000");
 }
