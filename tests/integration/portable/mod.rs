@@ -15,7 +15,6 @@ mod canonical;
 mod contract;
 mod cron;
 mod differential;
-mod lock_first;
 pub(crate) mod move_up;
 mod move_up_hostile;
 mod pg_cron;

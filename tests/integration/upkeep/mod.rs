@@ -3,5 +3,6 @@
 //! must read alike (units.rs).
 
 mod generations;
+mod lock_first;
 mod sessions;
 mod units;

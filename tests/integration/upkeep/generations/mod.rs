@@ -17,7 +17,7 @@ mod load;
 mod survivors;
 mod switch;
 
-#[derive(Clone, Copy, Debug)]
+#[derive(Clone, Copy, Debug, PartialEq)]
 pub(crate) enum Edition {
     Native,
     Portable,
