@@ -15,7 +15,7 @@ export function idempotency(options, handler) {
   if (handler !== undefined && typeof handler !== 'function') throw new TypeError('idempotency(): handler must be a function');
 
   return function idempotencyMiddleware(req, res, next) {
-    begin(opts, req, res).then((attempt) => {
+    begin(opts, req, res, handler !== undefined).then((attempt) => {
       if (!attempt) return undefined;
       if (!handler) return next();
       if (attempt === PASS) return Promise.resolve().then(() => handler(req, res, next)).catch(next);
@@ -61,7 +61,7 @@ async function failed(opts, attempt, res, err) {
 const PASS = 'pass';
 
 // Claims; returns PASS for a method that is not claimed, the attempt when the handler should run, null when the response is settled.
-async function begin(opts, req, res) {
+async function begin(opts, req, res, endpoint) {
   if (!opts.methods.has(req.method)) return PASS; // GET, HEAD, OPTIONS...: the key is ignored
   let key;
   let print;
@@ -93,7 +93,7 @@ async function begin(opts, req, res) {
     client: attempt.client, scope, key, body: print.body, kind: print.kind,
     outcome: attempt.outcome, attempt: attempt.attempt, recoveryPoint: attempt.recoveryPoint,
   };
-  intercept(opts, req, res, attempt, Boolean(req.route));
+  intercept(opts, req, res, attempt, endpoint || Boolean(req.route)); // the handler form is the endpoint itself
   return attempt;
 }
 

@@ -96,6 +96,13 @@ test('app-wide middleware: a POST that no route handles is answered 404 and leav
   assert.equal(JSON.parse((await stored(db, key)).scope)[3], '/wide/accounts/9');
 });
 
+test('the handler form mounted with app.use (no route) stores its answer', async () => {
+  const key = newKey();
+  assert.ok(fresh(await send(server, '/mounted-handler', key)));
+  assert.ok(replay(await send(server, '/mounted-handler', key)));
+  assert.equal(await effects(db, key), 1);
+});
+
 test('a health check answers (the second server is up)', async () => {
   assert.equal(json(await request('GET', other, '/health')).service, 'billing');
 });
