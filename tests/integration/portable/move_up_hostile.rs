@@ -2,8 +2,9 @@
 //! superuser who runs it never runs code the tables' owner planted. A trigger is never reached
 //! (the rows are read as the owner, the enum through its output function); a cast of the
 //! edition's enum, a view in place of a table, a rule and a domain column are refused with
-//! 55000 and nothing changes. `public.marks` notes every run of the owner's code, and whether
-//! it ran as a superuser.
+//! 55000 and nothing changes. `--update` run by a superuser over such an install runs none of
+//! it either. `public.marks` notes every run of the owner's code, and whether it ran as a
+//! superuser.
 
 use crate::common;
 
@@ -112,4 +113,59 @@ fn a_hostile_owner_never_runs_code_as_the_superuser_moving_up() {
             "{what}: the owner's code ran as a superuser"
         );
     }
+}
+
+/// `scripts/portable.sh --update` run by a superuser over a hostile owner's install: the
+/// owner's look-alikes of the edition's functions (a text overload of `idem_hash`, of the
+/// helpers), a cast of its enum, triggers on every table and a rule are never run, and the
+/// update goes through.
+#[test]
+fn a_hostile_owner_never_runs_code_as_the_superuser_updating() {
+    let c = common::cluster();
+    let name = "portable_update_hostile";
+    let owner = format!("{name}_owner");
+    c.drop_database(name);
+    let mut admin = c.connect("postgres");
+    for sql in [
+        format!("DROP ROLE IF EXISTS {owner}"),
+        format!("CREATE ROLE {owner} LOGIN"),
+        format!("CREATE DATABASE {name} OWNER {owner}"),
+    ] {
+        admin.batch_execute(&sql).expect("database");
+    }
+    let mut o = c.connect_as(name, &owner);
+    o.batch_execute(&common::portable_script(&[]))
+        .expect("portable edition");
+    o.batch_execute(MARK).expect("marks");
+    o.batch_execute(
+        "CREATE FUNCTION public.idem_hash(t text) RETURNS text LANGUAGE sql
+           AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
+         CREATE FUNCTION idempotency.portable_quote(t text, u text) RETURNS text LANGUAGE sql
+           AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
+         CREATE FUNCTION public.evil(s public.idem_status) RETURNS text LANGUAGE plpgsql AS $$
+           BEGIN PERFORM public.mark(); RETURN pg_catalog.enum_out(s)::text; END $$;
+         CREATE CAST (public.idem_status AS text) WITH FUNCTION public.evil(public.idem_status);
+         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.requests
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
+         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.outbox
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
+         CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();",
+    )
+    .expect("the owner's plants");
+    drop(o);
+    let mut su = c.connect(name);
+    su.batch_execute(&common::portable_script(&["--update"]))
+        .expect("the update goes through");
+    assert_eq!(
+        count(&mut su, "SELECT count(*) FROM public.marks"),
+        0,
+        "the owner's code ran during the update"
+    );
+    assert_eq!(
+        answer(
+            &mut su,
+            "SELECT (idem_claim('pay', 'k', idem_hash('{}'::jsonb))).outcome::text"
+        ),
+        "new_claim"
+    );
 }
