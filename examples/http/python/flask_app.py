@@ -123,6 +123,41 @@ def flask_abort():
     abort(404)
 
 
+try:  # the SQLAlchemy form (idempotency_http.sqlalchemy): an ORM Session in the claim's transaction
+    import sqlalchemy
+    from sqlalchemy.orm import DeclarativeBase, Mapped, Session, mapped_column
+except ImportError:
+    sqlalchemy = None
+
+if sqlalchemy is not None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Effect(Base):
+        __tablename__ = "effects"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        route: Mapped[str]
+        idem_key: Mapped[str]
+        body_len: Mapped[int]
+
+    engine = sqlalchemy.create_engine(common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1),
+                                      pool_size=common.POOL_SIZE)
+    orm = Idempotency(engine, **common.SETTINGS)
+
+    @app.post("/orm/effects/<int:status>")
+    @orm.idempotent()
+    def orm_effect(status):
+        # create_savepoint: the Session's commit releases its own savepoint; the adapter commits
+        with Session(bind=orm.claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = Effect(route="orm", idem_key=orm.claim.key, body_len=len(request.get_data()))
+            session.add(effect)
+            session.commit()
+            effect_id = effect.id
+        if request.args.get("raise"):
+            raise RuntimeError("after the ORM commit")
+        return {"effect_id": effect_id}, status
+
+
 @app.get("/runs/<name>")
 def runs(name):
     return jsonify(runs=common.runs(name))

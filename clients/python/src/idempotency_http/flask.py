@@ -28,6 +28,7 @@ from werkzeug.exceptions import HTTPException
 
 from .core import Claim, HttpResponse, Settings, default_scope, identity_of, service_name
 from .engine import PsycopgSession, SyncEngine
+from .sqlalchemy import SqlAlchemySession, is_engine
 
 Scope = Union[None, str, Callable[[Any], str]]
 Principal = Optional[Callable[[Any], Optional[str]]]
@@ -35,16 +36,21 @@ Principal = Optional[Callable[[Any], Optional[str]]]
 
 class Idempotency:
     """``pool``: a psycopg_pool ConnectionPool (or a callable giving a context manager that
-    yields a psycopg Connection). ``scope``: None (the default scope), or a string or a
-    callable(request) -> str that replaces it whole. ``principal``: a callable(request) -> str
+    yields a psycopg Connection), or a SQLAlchemy Engine (``idempotency_http.sqlalchemy``).
+    ``scope``: None (the default scope), or a string or a callable(request) -> str that
+    replaces it whole. ``principal``: a callable(request) -> str
     or None; by default the authenticated user (``g.user``, else Flask-Login's ``current_user``).
     Other keywords are :class:`idempotency_http.Settings` fields (``service``, ...)."""
 
     def __init__(self, pool: Any, *, scope: Scope = None, principal: Principal = None,
                  **settings: Any) -> None:
         self.principal = principal
-        connection = pool.connection if hasattr(pool, "connection") else pool
         self.settings = Settings(**settings)
+        self.scope = scope
+        if is_engine(pool):  # SQLAlchemy: claim.conn is a Connection an ORM Session binds to
+            self.engine = SyncEngine(self.settings, lambda: SqlAlchemySession(pool))
+            return
+        connection = pool.connection if hasattr(pool, "connection") else pool
 
         class _Session:
             def __enter__(s):
@@ -55,7 +61,6 @@ class Idempotency:
                 return s.cm.__exit__(*exc)
 
         self.engine = SyncEngine(self.settings, _Session)
-        self.scope = scope
 
     @property
     def claim(self) -> Claim:
