@@ -56,10 +56,8 @@ fn mixed(sql: &str, first_line: usize) -> Vec<(usize, String)> {
         }
         match b[i] {
             b'(' | b'[' => levels.push(Vec::new()),
-            b')' | b']' => {
-                if levels.len() > 1 {
-                    levels.pop();
-                }
+            b')' | b']' if levels.len() > 1 => {
+                levels.pop();
             }
             b',' | b';' => levels.last_mut().expect("a level").clear(),
             b':' if rest.starts_with(":=") => levels.last_mut().expect("a level").clear(),
