@@ -283,15 +283,22 @@ class Statements:
 
     def __init__(self, schema: str):
         s = sql.Identifier(schema)
-        self.hash_json = sql.SQL("SELECT {s}.idem_hash(%s::pg_catalog.jsonb)").format(s=s)
-        self.hash_form = sql.SQL(
-            "SELECT pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to("
-            "'form:'::pg_catalog.text OPERATOR(pg_catalog.||) {s}.idem_canonical(%s::pg_catalog.jsonb), "
-            "'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text)").format(s=s)
-        self.claim = sql.SQL(
+        #: request_hash by fingerprint kind: given ('hash'), or computed in SQL (RFC 8785)
+        hashes = {
+            "hash": "%s::pg_catalog.text",
+            "json": "{s}.idem_hash(%s::pg_catalog.jsonb)",
+            "form": ("pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to('form:'::pg_catalog.text "
+                     "OPERATOR(pg_catalog.||) {s}.idem_canonical(%s::pg_catalog.jsonb), "
+                     "'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text)"),
+        }
+        self.hash_json = sql.SQL("SELECT " + hashes["json"]).format(s=s)
+        self.hash_form = sql.SQL("SELECT " + hashes["form"]).format(s=s)
+        #: the claim by kind, the hash computed in the same statement (one round trip)
+        self.claims = {kind: sql.SQL(
             "SELECT c.outcome::pg_catalog.text, c.attempt, {s}.idem_http_replay(c, %s::pg_catalog.text[]) "
-            "FROM {s}.idem_claim(%s::pg_catalog.text, %s::pg_catalog.text, %s::pg_catalog.text, "
+            "FROM {s}.idem_claim(%s::pg_catalog.text, %s::pg_catalog.text, " + expr + ", "
             "lease => %s::pg_catalog.interval, retention => %s::pg_catalog.interval) AS c").format(s=s)
+            for kind, expr in hashes.items()}
         response = ("{s}.idem_http_response(%s::pg_catalog.int4, %s::pg_catalog.jsonb, "
                     "%s::pg_catalog.text, %s::pg_catalog.text[])")
         self.complete = sql.SQL(

@@ -86,10 +86,22 @@ class _Base:
     def too_large(self, content_length: Optional[int]) -> bool:
         return content_length is not None and content_length > self.settings.max_body_bytes
 
-    def claim_params(self, req: _Request, request_hash: str) -> list:
-        s = self.settings
-        return [list(s.replay_headers), req.scope, req.key, request_hash,
-                interval(s.lease), interval(s.retention)]
+    def claim_call(self, req: _Request):
+        """The claim statement and its parameters; the body's hash is computed in it."""
+        s, (kind, value) = self.settings, req.plan
+        return self.st.claims[kind], [list(s.replay_headers), req.scope, req.key, value,
+                                      interval(s.lease), interval(s.retention)]
+
+    def claim_refused(self, req: _Request, exc: BaseException) -> Optional[HttpResponse]:
+        """The problem for a claim Postgres refused because of the request, or None."""
+        code = _sqlstate(exc)
+        if code == "P4002":
+            return self.settings.problem(
+                "payload-mismatch", "This Idempotency-Key was used for a request with another body.")
+        # what jsonb input raises: bad syntax, \u0000, nesting past the stack (as the Node adapter)
+        if req.plan[0] != "hash" and code in ("22P02", "22P05", "54001"):
+            return self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")
+        return None
 
     def on_claim(self, row, deadline: float, registered: bool) -> Optional[HttpResponse]:
         """The answer, or None to run the handler; raises _Again to wait (counted as a waiter)."""
@@ -180,14 +192,13 @@ class SyncEngine(_Base):
                 row = sess.one(Statements.FIND_SCHEMA, []) or sess.one(Statements.FIND_PLAIN, [])
                 self.statements = Statements.found(row)
         with sess.transaction():
-            request_hash = self._hash(sess, req)
             try:
-                row = sess.one(self.st.claim, self.claim_params(req, request_hash))
-            except Exception as exc:
-                if _sqlstate(exc) == "P4002":
-                    raise _Answer(self.settings.problem(
-                        "payload-mismatch", "This Idempotency-Key was used for a request with another body.")) from None
-                raise
+                row = sess.one(*self.claim_call(req))
+            except Exception as exc:  # the transaction is aborted: _Answer rolls it back
+                refused = self.claim_refused(req, exc)
+                if refused is None:
+                    raise
+                raise _Answer(refused) from None
             answer = self.on_claim(row, deadline, registered)
             if answer is not None:
                 return answer
@@ -207,17 +218,6 @@ class SyncEngine(_Base):
                 return response
             sess.one(*self.finish_statement(req, attempt, response, verdict))
             return response
-
-    def _hash(self, sess, req: _Request) -> str:
-        kind, value = req.plan
-        if kind == "hash":
-            return value
-        try:  # a failure aborts the claim's transaction, which _Answer then rolls back
-            return sess.one(self.st.hash_statement(kind), [value])[0]
-        except Exception as exc:
-            if _sqlstate(exc).startswith("22") or _sqlstate(exc) == "54001":  # 54001: nested too deep
-                raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
-            raise
 
 
 class AsyncEngine(_Base):
@@ -256,14 +256,13 @@ class AsyncEngine(_Base):
                        or await self._one(conn, Statements.FIND_PLAIN, []))
                 self.statements = Statements.found(row)
         async with conn.transaction():
-            request_hash = await self._hash(conn, req)
             try:
-                row = await self._one(conn, self.st.claim, self.claim_params(req, request_hash))
-            except Exception as exc:
-                if _sqlstate(exc) == "P4002":
-                    raise _Answer(self.settings.problem(
-                        "payload-mismatch", "This Idempotency-Key was used for a request with another body.")) from None
-                raise
+                row = await self._one(conn, *self.claim_call(req))
+            except Exception as exc:  # the transaction is aborted: _Answer rolls it back
+                refused = self.claim_refused(req, exc)
+                if refused is None:
+                    raise
+                raise _Answer(refused) from None
             answer = self.on_claim(row, deadline, registered)
             if answer is not None:
                 return answer
@@ -283,17 +282,6 @@ class AsyncEngine(_Base):
                 return response
             await self._one(conn, *self.finish_statement(req, attempt, response, verdict))
             return response
-
-    async def _hash(self, conn, req: _Request) -> str:
-        kind, value = req.plan
-        if kind == "hash":
-            return value
-        try:  # a failure aborts the claim's transaction, which _Answer then rolls back
-            return (await self._one(conn, self.st.hash_statement(kind), [value]))[0]
-        except Exception as exc:
-            if _sqlstate(exc).startswith("22") or _sqlstate(exc) == "54001":  # 54001: nested too deep
-                raise _Answer(self.settings.problem("body-not-json", "The body is not JSON that Postgres accepts.")) from None
-            raise
 
 
 class PsycopgSession:
