@@ -207,6 +207,9 @@ fn a_hostile_search_path_at_install_and_at_call_time() {
              CREATE FUNCTION evil.octet_length(text) RETURNS int LANGUAGE plpgsql AS $$ BEGIN INSERT INTO evil.ran VALUES ('octet_length'); RETURN 0; END $$; \
              CREATE FUNCTION evil.now() RETURNS timestamptz LANGUAGE plpgsql AS $$ BEGIN INSERT INTO evil.ran VALUES ('now'); RETURN pg_catalog.now(); END $$; \
              CREATE FUNCTION evil.jsonb_typeof(jsonb) RETURNS text LANGUAGE plpgsql AS $$ BEGIN INSERT INTO evil.ran VALUES ('jsonb_typeof'); RETURN 'object'; END $$; \
+             CREATE FUNCTION evil.to_regclass(text) RETURNS regclass LANGUAGE plpgsql AS $$ BEGIN INSERT INTO evil.ran VALUES ('to_regclass'); RETURN NULL; END $$; \
+             CREATE FUNCTION evil.has_table_privilege(oid, text) RETURNS bool LANGUAGE plpgsql AS $$ BEGIN INSERT INTO evil.ran VALUES ('has_table_privilege'); RETURN true; END $$; \
+             CREATE FUNCTION evil.set_config(text, text, bool) RETURNS text LANGUAGE plpgsql AS $$ BEGIN INSERT INTO evil.ran VALUES ('set_config'); RETURN ''; END $$; \
              ALTER ROLE portable_hostile_owner SET search_path = evil, public, pg_catalog",
         )
         .expect("plant look-alikes");
@@ -227,6 +230,17 @@ fn a_hostile_search_path_at_install_and_at_call_time() {
          SELECT * FROM idempotency.stats;",
     )
     .expect("calls on a hostile path");
+    // The generations layout's functions too: the switch both ways, claims into a generation,
+    // forced rotations and the upkeep's rotation step (docs/retention.md).
+    db.batch_execute(
+        "SET search_path = evil, public, pg_catalog; \
+         SELECT idem_set_layout('generations'); SELECT idem_claim('s', 'g', 'h'); \
+         SELECT idem_complete('s', 'g', '{}'); SELECT idem_claim('s', 'g', 'h'); \
+         SELECT idem_rotate(force => true); SELECT idem_rotate(force => true); \
+         SELECT * FROM idem_upkeep(); SELECT idem_purge(); SELECT idem_reclaim(); \
+         SELECT idem_set_layout('flat');",
+    )
+    .expect("the layout's calls on a hostile path");
     assert_eq!(
         common::count(&mut db, "SELECT pg_catalog.count(*) FROM evil.ran"),
         0,
