@@ -35,10 +35,9 @@ fn portable_sql() -> &'static str {
     SQL.get_or_init(|| common::portable_script(&[]))
 }
 
-/// Database `name` owned by the new non-superuser role `{name}_owner`, with the portable
-/// edition installed by that role: a session of it.
-pub(crate) fn install(name: &str) -> Client {
-    let c = cluster();
+/// A new database `name` of `c`, owned by the new non-superuser role `{name}_owner`: a
+/// session of that role in it.
+pub(crate) fn owned_database(c: &common::Cluster, name: &str) -> Client {
     let owner = format!("{name}_owner");
     c.drop_database(name);
     let mut admin = c.connect("postgres");
@@ -49,7 +48,13 @@ pub(crate) fn install(name: &str) -> Client {
     ] {
         admin.batch_execute(&sql).expect("owner and database");
     }
-    let mut db = c.connect_as(name, &owner);
+    c.connect_as(name, &owner)
+}
+
+/// Database `name` owned by the new non-superuser role `{name}_owner`, with the portable
+/// edition installed by that role: a session of it.
+pub(crate) fn install(name: &str) -> Client {
+    let mut db = owned_database(cluster(), name);
     db.batch_execute(portable_sql())
         .expect("the portable edition installs");
     db

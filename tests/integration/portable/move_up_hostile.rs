@@ -59,17 +59,7 @@ fn a_hostile_owner_never_runs_code_as_the_superuser_moving_up() {
     let c = common::cluster();
     for (i, (what, plant, goes)) in PLANTS.iter().enumerate() {
         let name = format!("portable_up_hostile{i}");
-        let owner = format!("{name}_owner");
-        c.drop_database(&name);
-        let mut admin = c.connect("postgres");
-        for sql in [
-            format!("DROP ROLE IF EXISTS {owner}"),
-            format!("CREATE ROLE {owner} LOGIN"),
-            format!("CREATE DATABASE {name} OWNER {owner}"),
-        ] {
-            admin.batch_execute(&sql).expect("database");
-        }
-        let mut o = c.connect_as(&name, &owner);
+        let mut o = super::owned_database(c, &name);
         o.batch_execute(&common::portable_script(&[]))
             .expect("portable edition");
         o.batch_execute(
@@ -123,17 +113,7 @@ fn a_hostile_owner_never_runs_code_as_the_superuser_moving_up() {
 fn a_hostile_owner_never_runs_code_as_the_superuser_updating() {
     let c = common::cluster();
     let name = "portable_update_hostile";
-    let owner = format!("{name}_owner");
-    c.drop_database(name);
-    let mut admin = c.connect("postgres");
-    for sql in [
-        format!("DROP ROLE IF EXISTS {owner}"),
-        format!("CREATE ROLE {owner} LOGIN"),
-        format!("CREATE DATABASE {name} OWNER {owner}"),
-    ] {
-        admin.batch_execute(&sql).expect("database");
-    }
-    let mut o = c.connect_as(name, &owner);
+    let mut o = super::owned_database(c, name);
     o.batch_execute(&common::portable_script(&[]))
         .expect("portable edition");
     o.batch_execute(MARK).expect("marks");

@@ -86,23 +86,13 @@ fn an_overload_beside_the_callee_records_nothing() {
 #[test]
 fn a_schema_another_role_owns_is_refused() {
     let name = "portable_planted_schema";
-    let c = cluster();
     let owner = format!("{name}_owner");
-    c.drop_database(name);
-    let mut admin = c.connect("postgres");
-    for sql in [
-        format!("DROP ROLE IF EXISTS {owner}"),
-        format!("CREATE ROLE {owner} LOGIN NOSUPERUSER"),
-        format!("CREATE DATABASE {name} OWNER {owner}"),
-    ] {
-        admin.batch_execute(&sql).expect("owner and database");
-    }
+    let mut db = super::owned_database(cluster(), name);
     let mut p = planter(name, &format!("{name}_planter"));
     p.batch_execute(&format!(
         "CREATE SCHEMA api; GRANT USAGE, CREATE ON SCHEMA api TO {owner}"
     ))
     .expect("the other role's schema");
-    let mut db = c.connect_as(name, &owner);
     let script = common::portable_script(&["--schema", "api"]);
     let err = db.batch_execute(&script).expect_err("refused");
     assert_eq!(common::sqlstate(&err), "42501", "{err}");
