@@ -110,3 +110,14 @@ def test_without_a_configured_service_the_app_names_it(framework, db_url, db):
     finally:
         srv.stop()
     assert [json.loads(s)[0] for s in scopes(db, key)] == [f"{framework}_app"]
+
+
+def test_fastapi_a_mounted_app_is_another_resource(pair, db):
+    srv, _ = pair
+    if srv.framework != "fastapi":
+        pytest.skip("app.mount: FastAPI's example")
+    key = new_key()
+    assert fresh(srv.post("/accounts/1/transfer", key=key))
+    assert fresh(srv.post("/v2/accounts/1/transfer", key=key)), "/v2 must not get the root app's response"
+    assert sorted(json.loads(s)[3] for s in scopes(db, key)) == [
+        "/accounts/{account_id}/transfer", "/v2/accounts/{account_id}/transfer"]

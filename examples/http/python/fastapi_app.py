@@ -180,3 +180,7 @@ async def runs(name: str):
 
 
 app.include_router(router)
+# The same routes mounted again under /v2 (another app): other resources, other records.
+v2 = FastAPI()
+v2.include_router(router)
+app.mount("/v2", v2)

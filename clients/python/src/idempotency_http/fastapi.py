@@ -150,8 +150,9 @@ class Idempotency:
         option = route.scope_option
         if option is None:
             service = service_name(self.settings.service, lambda: _app_name(request, route))
+            mount = request.scope.get("root_path", "")  # the route under its mount (app.mount)
             return default_scope(service, await self._principal_of(request), request.method,
-                                 route.path, request.path_params, request.url.query)
+                                 mount + route.path, request.path_params, request.url.query)
         if isinstance(option, str):
             return option
         value = option(request)

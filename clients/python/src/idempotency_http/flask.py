@@ -73,6 +73,7 @@ class Idempotency:
     def _scope_of(self, option: Scope) -> str:
         if option is None:
             rule = request.url_rule.rule if request.url_rule is not None else request.path
+            rule = request.script_root + rule  # the rule under its mount point, if any
             service = service_name(self.settings.service, lambda: current_app.import_name)
             return default_scope(service, self._principal(), request.method, rule,
                                  request.view_args, request.query_string.decode("latin-1"))
