@@ -249,11 +249,18 @@ DECLARE
     command_ constant pg_catalog.text := 'SELECT * FROM '::pg_catalog.text
         OPERATOR(pg_catalog.||) pg_catalog.quote_ident('@extschema@'::pg_catalog.text) OPERATOR(pg_catalog.||) '.idem_upkeep()'::pg_catalog.text;
 BEGIN
-    -- pg_cron by its extension row, in the schema it was created in: a schema merely named
-    -- cron may be anyone's.
+    -- pg_cron's own cron.schedule(text, text, text): the function its extension row owns (in
+    -- whatever schema), never one found by name (a schema merely named cron may be anyone's).
     SELECT n.nspname INTO cron_ FROM pg_catalog.pg_extension AS e
-      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) e.extnamespace
-     WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron'::pg_catalog.name;
+      JOIN pg_catalog.pg_depend AS d ON d.refclassid OPERATOR(pg_catalog.=) 'pg_catalog.pg_extension'::pg_catalog.regclass
+       AND d.refobjid OPERATOR(pg_catalog.=) e.oid AND d.deptype OPERATOR(pg_catalog.=) 'e'::pg_catalog."char"
+       AND d.classid OPERATOR(pg_catalog.=) 'pg_catalog.pg_proc'::pg_catalog.regclass
+      JOIN pg_catalog.pg_proc AS p ON p.oid OPERATOR(pg_catalog.=) d.objid
+      JOIN pg_catalog.pg_namespace AS n ON n.oid OPERATOR(pg_catalog.=) p.pronamespace
+     WHERE e.extname OPERATOR(pg_catalog.=) 'pg_cron'::pg_catalog.name
+       AND p.proname OPERATOR(pg_catalog.=) 'schedule'::pg_catalog.name
+       AND p.proargtypes OPERATOR(pg_catalog.=) '25 25 25'::pg_catalog.oidvector
+     LIMIT 1;
     IF cron_ IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idem_schedule_upkeep needs the pg_cron extension',
             HINT = 'CREATE EXTENSION pg_cron (in cron.database_name), or call idem_upkeep() from your own scheduler.';

@@ -5,7 +5,7 @@ use super::{cluster, error, install};
 use crate::common;
 
 /// idem_schedule_upkeep: 55000 without pg_cron; with it (here a stand-in of pg_cron: its
-/// pg_extension row, and a cron.schedule that records its arguments and where it ran: pg_cron itself is not built for
+/// pg_extension row, and a cron.schedule, a member of it, that records its arguments and where it ran: pg_cron itself is not built for
 /// every major), one job in this database running idem_upkeep(), scheduled only by the
 /// tables' owner, since pg_cron runs a job as the role that scheduled it.
 #[test]
@@ -22,6 +22,7 @@ fn upkeep_is_scheduled_with_pg_cron_by_the_tables_owner() {
              INSERT INTO pg_catalog.pg_extension (oid, extname, extowner, extnamespace, extrelocatable, extversion) \
                SELECT (SELECT max(e.oid::int8) + 1 FROM pg_catalog.pg_extension e)::oid, 'pg_cron', 10, \
                       'cron'::regnamespace, false, '1.4'; \
+             ALTER EXTENSION pg_cron ADD FUNCTION cron.schedule(text, text, text); \
              DROP ROLE IF EXISTS portable_cron_other; CREATE ROLE portable_cron_other LOGIN",
         )
         .expect("a pg_cron stand-in");
