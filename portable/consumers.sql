@@ -121,8 +121,10 @@ BEGIN
     IF raw IS NOT NULL AND raw OPERATOR(pg_catalog.<>) ''::pg_catalog.text THEN
         parts := pg_catalog.regexp_match(raw, '^([0-9]{1,10})\s*(B|kB|MB|GB)?$'::pg_catalog.text);
         IF parts IS NOT NULL THEN
-            limit_ := parts[1]::pg_catalog.int8 OPERATOR(pg_catalog.*) CASE parts[2] WHEN 'kB' THEN 1024::pg_catalog.int8
-                WHEN 'MB' THEN 1048576::pg_catalog.int8 WHEN 'GB' THEN 1073741824::pg_catalog.int8 ELSE 1::pg_catalog.int8 END;
+            -- numeric, so that no size overflows before the range check below.
+            limit_ := LEAST(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) CASE parts[2] WHEN 'kB' THEN 1024::pg_catalog.numeric
+                WHEN 'MB' THEN 1048576::pg_catalog.numeric WHEN 'GB' THEN 1073741824::pg_catalog.numeric ELSE 1::pg_catalog.numeric END,
+                1073741824::pg_catalog.numeric)::pg_catalog.int8;
         END IF;
         IF parts IS NULL OR limit_ OPERATOR(pg_catalog.<) 1 OR limit_ OPERATOR(pg_catalog.>) 1073741823 THEN
             RAISE EXCEPTION USING ERRCODE = '22023',

@@ -5,13 +5,20 @@
 -- Privileges and row-level security policies on the tables are not carried over: run your
 -- idem_grant calls and the tenant recipe again afterwards.
 --
--- The superuser running this never runs code the tables' owner controls (a cast, an operator,
--- a function, a view, a rule, a trigger, a default or a domain): what it reads must be the
--- edition's own plain tables, sequence and enum, with the columns of built-in types they were
--- made with (55000 otherwise); the rows are read as the tables' owner into temporary tables of
--- built-in types (the enum through its output function, no cast), then written as the superuser.
+-- The superuser running this must not run code the tables' owner controls (a cast, an
+-- operator, a function, a view, a rule, a policy, a trigger, a default or a domain): the tables
+-- are locked first; what it reads must be the edition's own plain tables, sequence and enum, of
+-- one owner, without row-level security, with the columns of built-in types they were made
+-- with, and no operator may sit in the functions' schema (55000 otherwise); the rows are read
+-- as the tables' owner into temporary tables of built-in types (the enum through its output
+-- function, no cast), then written as the superuser. Known gap: CREATE EXTENSION's own DDL
+-- still resolves some names through the functions' schema (issue 32, the attacker review).
 BEGIN;
 SET LOCAL search_path = pg_catalog, pg_temp;
+-- Nothing the checks below read can change before the rows are read (ACCESS EXCLUSIVE: no
+-- policy, trigger, rule or view swapped in meanwhile), and a policy would raise, not run.
+SET LOCAL row_security = off;
+LOCK TABLE idempotency.requests, idempotency.inbox, idempotency.versions, idempotency.outbox IN ACCESS EXCLUSIVE MODE;
 DO $check$
 DECLARE
     why pg_catalog.text;
@@ -24,7 +31,10 @@ BEGIN
         ON c.relnamespace OPERATOR(pg_catalog.=) 'idempotency'::pg_catalog.regnamespace
        AND c.relname OPERATOR(pg_catalog.=) w.rel::pg_catalog.name
      WHERE c.oid IS NULL OR c.relkind OPERATOR(pg_catalog.<>) w.kind::pg_catalog."char"
-        OR c.relforcerowsecurity
+        OR c.relrowsecurity OR c.relforcerowsecurity
+        OR EXISTS (SELECT FROM pg_catalog.pg_policy AS p WHERE p.polrelid OPERATOR(pg_catalog.=) c.oid)
+        OR c.relowner OPERATOR(pg_catalog.<>) (SELECT q.relowner FROM pg_catalog.pg_class AS q
+                                               WHERE q.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass)
         OR EXISTS (SELECT FROM pg_catalog.pg_rewrite AS r WHERE r.ev_class OPERATOR(pg_catalog.=) c.oid)
      LIMIT 1;
     IF why IS NULL THEN
@@ -33,7 +43,7 @@ BEGIN
           INTO why
           FROM pg_catalog.pg_inherits AS i JOIN pg_catalog.pg_class AS c ON c.oid OPERATOR(pg_catalog.=) i.inhrelid
          WHERE i.inhparent OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass
-           AND (c.relkind OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" OR c.relforcerowsecurity
+           AND (c.relkind OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" OR c.relrowsecurity OR c.relforcerowsecurity
                 OR EXISTS (SELECT FROM pg_catalog.pg_rewrite AS r WHERE r.ev_class OPERATOR(pg_catalog.=) c.oid))
          LIMIT 1;
     END IF;
@@ -84,6 +94,13 @@ BEGIN
            AND t.typname OPERATOR(pg_catalog.=) ANY ('{idem_status,idem_outcome}'::pg_catalog.name[])
          LIMIT 1;
     END IF;
+    IF why IS NULL THEN
+        -- CREATE EXTENSION runs the native script with search_path set to this schema: an
+        -- operator there (the edition has none) could be taken by its DDL.
+        SELECT pg_catalog.format('operator %s is in schema @extschema@, where CREATE EXTENSION will run', o.oid::pg_catalog.regoperator)
+          INTO why FROM pg_catalog.pg_operator AS o
+         WHERE o.oprnamespace OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace LIMIT 1;
+    END IF;
     IF why IS NOT NULL THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = pg_catalog.format('cannot move up: %s', why),
             HINT = 'The move-up reads only the portable edition''s own tables, as it made them; restore them, or move up by dump and restore (docs/managed.md).';
@@ -114,7 +131,8 @@ DECLARE
 BEGIN
     EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.idem_up_requests, pg_temp.idem_up_inbox, pg_temp.idem_up_versions, '
         'pg_temp.idem_up_outbox, pg_temp.idem_up_seq TO %s', owner_);
-    PERFORM pg_catalog.set_config('role'::pg_catalog.text, owner_::pg_catalog.text, true);
+    PERFORM pg_catalog.set_config('role'::pg_catalog.text,
+        (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) owner_::pg_catalog.oid), true);
     INSERT INTO pg_temp.idem_up_requests
     SELECT r.scope, r.key, r.request_hash, pg_catalog.format('%s'::pg_catalog.text, r.status), r.attempt, r.response,
            r.recovery_point, r.failure_code, r.failure_message, r.claimed_by, r.claimed_at, r.locked_until, r.lease,

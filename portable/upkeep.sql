@@ -241,7 +241,8 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    owner_ pg_catalog.name := (SELECT c.relowner::pg_catalog.regrole::pg_catalog.name FROM pg_catalog.pg_class AS c
+    owner_ pg_catalog.name := (SELECT r.rolname FROM pg_catalog.pg_class AS c
+                                 JOIN pg_catalog.pg_roles AS r ON r.oid OPERATOR(pg_catalog.=) c.relowner
                                WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass);
     job pg_catalog.int8;
     cron_ pg_catalog.name;

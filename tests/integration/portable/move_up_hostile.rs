@@ -1,8 +1,8 @@
 //! `scripts/portable.sh --move-up` with a hostile database owner (issue 32, finding 2): the
 //! superuser who runs it never runs code the tables' owner planted. A trigger is never reached
 //! (the rows are read as the owner, the enum through its output function); a cast of the
-//! edition's enum, a view in place of a table, a rule and a domain column are refused with
-//! 55000 and nothing changes. `--update` run by a superuser over such an install runs none of
+//! edition's enum, a view in place of a table, a rule, row-level security, an operator in the
+//! functions' schema and a domain column are refused with 55000 and nothing changes. `--update` run by a superuser over such an install runs none of
 //! it either. `public.marks` notes every run of the owner's code, and whether it ran as a
 //! superuser.
 
@@ -44,6 +44,19 @@ const PLANTS: &[(&str, &str, bool)] = &[
     (
         "a rule",
         "CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();",
+        false,
+    ),
+    (
+        "row-level security and a policy on a table",
+        "ALTER TABLE idempotency.inbox ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY p ON idempotency.inbox USING (public.mark());",
+        false,
+    ),
+    (
+        "an operator in the functions' schema, for CREATE EXTENSION's DDL",
+        "CREATE FUNCTION public.evil_eq(a anyenum, b text) RETURNS bool IMMUTABLE LANGUAGE plpgsql AS $$
+           BEGIN PERFORM public.mark(); RETURN a::text = b; END $$;
+         CREATE OPERATOR public.= (LEFTARG = anyenum, RIGHTARG = text, FUNCTION = public.evil_eq);",
         false,
     ),
     (
