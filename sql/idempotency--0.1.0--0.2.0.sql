@@ -470,8 +470,29 @@ UPDATE idempotency.requests
  WHERE lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval
     OR retention OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval;
 ALTER TABLE idempotency.requests DROP CONSTRAINT requests_intervals_check,
-    ADD CONSTRAINT requests_intervals_check CHECK (lease > '0'::pg_catalog.interval AND lease <= '100 years'::pg_catalog.interval
-                                               AND retention > '0'::pg_catalog.interval AND retention <= '100 years'::pg_catalog.interval);
+    ADD CONSTRAINT requests_intervals_check CHECK (lease OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
+                                               AND lease OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval
+                                               AND retention OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
+                                               AND retention OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval);
+
+-- ---- issue #32: the status comparisons of idempotency.requests' CHECKs and partial indexes,
+-- ---- re-created as in sql/bootstrap.sql. CREATE EXTENSION runs with search_path set to the
+-- ---- extension's schema, and 0.1.0 compared the enum with untyped literals: an
+-- ---- `=(anyenum, text)` planted there before the install won, and every write ran it. The
+-- ---- tables' other comparisons had exact matches in pg_catalog, which is searched first.
+-- ---- Both rebuilds scan idempotency.requests under its ACCESS EXCLUSIVE lock.
+ALTER TABLE idempotency.requests
+    DROP CONSTRAINT requests_lease_check,
+    DROP CONSTRAINT requests_response_check,
+    ADD CONSTRAINT requests_lease_check CHECK ((status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status)
+                                          OPERATOR(pg_catalog.=) (locked_until IS NOT NULL)),
+    ADD CONSTRAINT requests_response_check CHECK (status OPERATOR(pg_catalog.=) 'succeeded'::@extschema@.idem_status OR response IS NULL);
+DROP INDEX idempotency.requests_lease_idx;
+CREATE INDEX requests_lease_idx ON idempotency.requests (locked_until)
+    WHERE status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status;
+DROP INDEX idempotency.requests_expiry_idx;
+CREATE INDEX requests_expiry_idx ON idempotency.requests (expires_at)
+    WHERE status OPERATOR(pg_catalog.<>) 'processing'::@extschema@.idem_status;
 
 -- ---- issue #25: the policy probe of a claim under row-level security, a new function (as in
 -- ---- sql/claim.sql; keep the two identical until 0.2.0 is released)
@@ -839,7 +860,7 @@ BEGIN
             CHECK (current_generation OPERATOR(pg_catalog.>=) 1::pg_catalog.int2
                    AND current_generation OPERATOR(pg_catalog.<=) 3::pg_catalog.int2),
         switched_at        pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
-        generation_window  pg_catalog.interval    NOT NULL DEFAULT '1 day'
+        generation_window  pg_catalog.interval    NOT NULL DEFAULT '1 day'::pg_catalog.interval
             CHECK (generation_window OPERATOR(pg_catalog.>) '0'::pg_catalog.interval)
     );
     INSERT INTO idempotency.layout (one) VALUES (true);

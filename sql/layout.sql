@@ -305,7 +305,7 @@ BEGIN
             CHECK (current_generation OPERATOR(pg_catalog.>=) 1::pg_catalog.int2
                    AND current_generation OPERATOR(pg_catalog.<=) 3::pg_catalog.int2),
         switched_at        pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now(),
-        generation_window  pg_catalog.interval    NOT NULL DEFAULT '1 day'
+        generation_window  pg_catalog.interval    NOT NULL DEFAULT '1 day'::pg_catalog.interval
             CHECK (generation_window OPERATOR(pg_catalog.>) '0'::pg_catalog.interval)
     );
     INSERT INTO idempotency.layout (one) VALUES (true);

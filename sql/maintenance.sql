@@ -13,7 +13,7 @@ SELECT r.scope,
        pg_catalog.min(r.created_at) AS oldest_created_at,
        pg_catalog.max(r.attempt) AS max_attempt,
        pg_catalog.count(*) FILTER (
-           WHERE r.status OPERATOR(pg_catalog.=) 'processing'
+           WHERE r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
              AND r.locked_until OPERATOR(pg_catalog.<) pg_catalog.now()
        ) AS expired_leases
 FROM idempotency.requests AS r

@@ -3,7 +3,9 @@
 //! with shared_preload_libraries; a non-superuser database owner with `pgtle_admin` runs
 //! `scripts/portable.sh --pg-tle`, then `CREATE EXTENSION idempotency` and the README's
 //! example; and a database on an older registered version moves to this one through the
-//! update path with `ALTER EXTENSION idempotency UPDATE`, keeping its records.
+//! update path with `ALTER EXTENSION idempotency UPDATE`, keeping its records. pg_tle's
+//! `CREATE EXTENSION` runs the edition with `search_path` set to its schema: operators planted
+//! there beforehand are neither bound into the tables nor run (`common::planted`).
 //!
 //! database.dev's layout (`scripts/portable.sh --dbdev`) installed the way dbdev installs it:
 //! tests/clusters/portable_pg_tle/dbdev.rs.
@@ -212,4 +214,44 @@ fn pg_tle_install_create_extension_and_update_path() {
         .expect("languages")
         .get(0);
     assert_eq!(c_functions, 0, "SQL and PL/pgSQL only");
+}
+
+#[test]
+fn pg_tle_create_extension_binds_no_planted_operator() {
+    if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
+        println!("SKIP: IDEM_PGTLE is not 1");
+        return;
+    }
+    let port = server();
+    let mut admin = connect(port, "postgres", "postgres");
+    for sql in [
+        "CREATE ROLE tle_planted_owner LOGIN NOSUPERUSER",
+        "CREATE DATABASE tle_planted OWNER tle_planted_owner",
+    ] {
+        admin.batch_execute(sql).expect(sql);
+    }
+    with_pg_tle(port, "tle_planted", "tle_planted_owner");
+    connect(port, "tle_planted", "postgres")
+        .batch_execute(common::planted::PLANTER)
+        .expect("role planter");
+    connect(port, "tle_planted", "planter")
+        .batch_execute(common::planted::PLANT)
+        .expect("planter plants its operators");
+    let mut owner = connect(port, "tle_planted", "tle_planted_owner");
+    owner
+        .batch_execute(&common::portable_script(&["--pg-tle"]))
+        .expect("scripts/portable.sh --pg-tle");
+    owner
+        .batch_execute("CREATE EXTENSION idempotency")
+        .expect("create");
+    assert_eq!(
+        common::planted::bound_to_planted(&mut owner),
+        Vec::<String>::new()
+    );
+    common::planted::exercise(&mut owner);
+    assert_eq!(
+        common::planted::planted_calls(&mut owner),
+        0,
+        "a planted operator ran"
+    );
 }

@@ -18,6 +18,7 @@ pub use postgres::{Client, Error, GenericClient, NoTls};
 
 mod cluster;
 pub use cluster::*;
+pub mod planted;
 
 /// The SQLSTATE of a failed statement.
 pub fn sqlstate(err: &Error) -> String {

@@ -272,3 +272,29 @@ fn reclaim_on_an_un_updated_schema_goes_through_a_row_beyond_the_bounds() {
     assert_eq!(rows[0], ("edge".into(), "failed_retryable".into(), true));
     assert_eq!(rows[1].1, "failed_retryable");
 }
+
+/// 0.1.0 bound an `=(anyenum, text)` planted in the extension's schema before the install
+/// into `idempotency.requests`' CHECKs and partial indexes (security/install_path.rs): the
+/// update re-creates them bound to pg_catalog's, and the planted operator never runs again.
+#[test]
+fn the_update_unbinds_operators_planted_before_0_1_0() {
+    use crate::security::install_path::{bound_to_planted, exercise, plant, planted_calls};
+    let name = "upgrade_planted";
+    install_frozen_scripts();
+    let mut db = cluster().empty_database(name);
+    plant(cluster(), &mut db, name);
+    db.batch_execute("CREATE EXTENSION idempotency VERSION '0.1.0'")
+        .expect("create extension 0.1.0");
+    let bound = bound_to_planted(&mut db);
+    assert!(
+        bound.iter().any(|b| b.contains("requests_lease_check"))
+            && bound.iter().any(|b| b.contains("requests_expiry_idx")),
+        "0.1.0 binds the planted operators, or this test proves nothing: {bound:?}"
+    );
+    db.batch_execute("ALTER EXTENSION idempotency UPDATE")
+        .expect("update");
+    assert_eq!(bound_to_planted(&mut db), Vec::<String>::new());
+    let before = planted_calls(&mut db);
+    exercise(&mut db);
+    assert_eq!(planted_calls(&mut db), before, "a planted operator ran");
+}

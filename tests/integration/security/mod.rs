@@ -1,6 +1,7 @@
 //! Privileges, hostile `search_path`s and tables, row security, the error guards.
 
 mod error_guards;
+pub(crate) mod install_path;
 mod operator_precedence;
 mod privileges;
 mod search_path;

@@ -1,0 +1,141 @@
+//! What runs while the extension is installed. `CREATE EXTENSION` and `ALTER EXTENSION UPDATE`
+//! run their script with `search_path` set to the extension's schema, and a CHECK constraint,
+//! a partial index, a default or a view binds its operators once, at creation. 0.1.0 compared
+//! the status enum with untyped literals (`status = 'processing'`): an `=(anyenum, text)` that
+//! a role with CREATE on that schema planted before a superuser installed won, and every later
+//! write ran it, as whoever wrote (the worker, a superuser's move-up). Checked here: a fresh
+//! install of each edition and an update from 0.1.0 (`catalog/upgrade.rs`) bind nothing of
+//! the planter's, and nothing of the planter's runs when the functions are used.
+
+use crate::common;
+
+use common::{Client, planted};
+
+pub(crate) use planted::{bound_to_planted, exercise, planted_calls};
+
+crate::own_database!();
+
+/// The role `planter` and its look-alikes in schema public of database `dbname`.
+pub(crate) fn plant(cluster: &common::Cluster, admin: &mut Client, dbname: &str) {
+    admin.batch_execute(planted::PLANTER).expect("role planter");
+    cluster
+        .connect_as(dbname, "planter")
+        .batch_execute(planted::PLANT)
+        .expect("planter plants its operators");
+}
+
+/// A fresh database `name` with `planter`'s look-alikes: a superuser's session in it.
+fn planted_database(name: &str) -> Client {
+    let mut db = cluster().empty_database(name);
+    plant(cluster(), &mut db, name);
+    db
+}
+
+#[test]
+fn create_extension_binds_no_planted_operator() {
+    let mut db = planted_database("install_path_native");
+    db.batch_execute("CREATE EXTENSION idempotency")
+        .expect("create extension");
+    assert_eq!(bound_to_planted(&mut db), Vec::<String>::new());
+    exercise(&mut db);
+    assert_eq!(planted_calls(&mut db), 0, "a planted operator ran");
+}
+
+#[test]
+fn the_portable_install_binds_no_planted_operator() {
+    let name = "install_path_portable";
+    let mut db = crate::portable::owned_database(common::bare_cluster(), name);
+    let mut admin = common::bare_cluster().connect(name);
+    plant(common::bare_cluster(), &mut admin, name);
+    db.batch_execute(&common::portable_script(&[]))
+        .expect("the portable edition installs");
+    assert_eq!(bound_to_planted(&mut db), Vec::<String>::new());
+    exercise(&mut db);
+    assert_eq!(planted_calls(&mut db), 0, "a planted operator ran");
+}
+
+/// The files whose DDL an install or an update runs (the frozen 0.1.0 script aside).
+const DDL_FILES: [&str; 6] = [
+    "sql/bootstrap.sql",
+    "sql/consumers.sql",
+    "sql/layout.sql",
+    "sql/maintenance.sql",
+    "sql/citus.sql",
+    "sql/idempotency--0.1.0--0.2.0.sql",
+];
+const DDL: [&str; 5] = [
+    "CREATE TABLE ",
+    "CREATE INDEX ",
+    "CREATE UNIQUE INDEX ",
+    "CREATE VIEW ",
+    "ALTER TABLE ",
+];
+/// What resolves an operator through `search_path` besides a bare symbol.
+const HIDDEN: [&str; 6] = [
+    " BETWEEN ",
+    " IN (",
+    " IS DISTINCT ",
+    "NULLIF(",
+    " LIKE ",
+    " ILIKE ",
+];
+
+/// Each DDL statement of `sql` (to its `;`), without comments, and literals emptied to `''`.
+fn ddl_statements(sql: &str) -> Vec<String> {
+    let mut clean = String::new();
+    let (mut in_literal, mut chars) = (false, sql.chars().peekable());
+    while let Some(c) = chars.next() {
+        if !in_literal && c == '-' && chars.peek() == Some(&'-') {
+            for c in chars.by_ref() {
+                if c == '\n' {
+                    break;
+                }
+            }
+            clean.push('\n');
+        } else if c == '\'' {
+            in_literal = !in_literal;
+            clean.push('\'');
+        } else if !in_literal {
+            clean.push(c);
+        }
+    }
+    let mut found = Vec::new();
+    for start in DDL {
+        for (at, _) in clean.match_indices(start) {
+            let end = clean[at..].find(';').map_or(clean.len(), |e| at + e);
+            found.push(clean[at..end].replace('\n', " "));
+        }
+    }
+    found
+}
+
+/// No CHECK, index predicate, default or view of either edition names an operator that
+/// `search_path` resolves: every one is `OPERATOR(pg_catalog.…)`, every literal typed.
+/// Needs no server.
+#[test]
+fn the_ddl_qualifies_every_operator() {
+    let mut bare = Vec::new();
+    for file in DDL_FILES {
+        for statement in ddl_statements(&common::repo_file(file)) {
+            let mut text = statement.replace("(*)", "()").replace("@extschema@", "extschema");
+            while let Some(at) = text.find("OPERATOR(pg_catalog.") {
+                let end = text[at..].find(')').map_or(text.len(), |e| at + e + 1);
+                text.replace_range(at..end, " ");
+            }
+            // `(LIKE table INCLUDING ALL)` copies a table; it is no operator.
+            let text = text.replace("(LIKE ", "(");
+            let symbol = text.contains(|c| "+-*/<>=~!@#%^&|`?".contains(c));
+            if symbol || HIDDEN.iter().any(|h| text.contains(h)) {
+                bare.push(format!("{file}: {statement}"));
+            }
+            // A literal is '' here: typed, it is followed by its cast.
+            if text
+                .match_indices("''")
+                .any(|(at, _)| !text[at + 2..].starts_with("::"))
+            {
+                bare.push(format!("{file} (untyped literal): {statement}"));
+            }
+        }
+    }
+    assert!(bare.is_empty(), "unqualified in DDL:\n{}", bare.join("\n"));
+}
