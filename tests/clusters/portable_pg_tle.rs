@@ -85,6 +85,29 @@ fn text(db: &mut Client, sql: &str) -> String {
         .get(0)
 }
 
+/// An older portable release registered by `db`'s role and created: the install body of
+/// `tle` (`scripts/portable.sh --pg-tle`) saying 0.1.9.
+fn create_older_release(db: &mut Client, tle: &str) {
+    let tag = "$_idem_portable_$";
+    let body = tle
+        .split(&format!("'install', {tag}\n"))
+        .nth(1)
+        .expect("install body");
+    let body = body.split(&format!("\n{tag});")).next().expect("its end");
+    let old = body.replace(
+        "SELECT '0.2.0'::pg_catalog.text",
+        "SELECT '0.1.9'::pg_catalog.text",
+    );
+    assert_ne!(old, body, "idem_version's text was found");
+    db.execute(
+        "SELECT pgtle.install_extension('idempotency', '0.1.9', 'older', $1, '{}'::text[])",
+        &[&old],
+    )
+    .expect("register 0.1.9");
+    db.batch_execute("CREATE EXTENSION idempotency VERSION '0.1.9'")
+        .expect("create 0.1.9");
+}
+
 #[test]
 fn pg_tle_install_create_extension_and_update_path() {
     if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
@@ -112,26 +135,7 @@ fn pg_tle_install_create_extension_and_update_path() {
 
     // An older portable release, registered first: the same script saying 0.1.9.
     let tle = common::portable_script(&["--pg-tle"]);
-    let tag = "$_idem_portable_$";
-    let body = tle
-        .split(&format!("'install', {tag}\n"))
-        .nth(1)
-        .expect("install body");
-    let body = body.split(&format!("\n{tag});")).next().expect("its end");
-    let old = body.replace(
-        "SELECT '0.2.0'::pg_catalog.text",
-        "SELECT '0.1.9'::pg_catalog.text",
-    );
-    assert_ne!(old, body, "idem_version's text was found");
-    owner
-        .execute(
-            "SELECT pgtle.install_extension('idempotency', '0.1.9', 'older', $1, '{}'::text[])",
-            &[&old],
-        )
-        .expect("register 0.1.9");
-    owner
-        .batch_execute("CREATE EXTENSION idempotency VERSION '0.1.9'")
-        .expect("create 0.1.9");
+    create_older_release(&mut owner, &tle);
     owner
         .batch_execute(
             "SELECT idem_claim('pay', 'k', 'h'); SELECT idem_complete('pay', 'k', '{\"id\": 1}')",
@@ -251,6 +255,62 @@ fn pg_tle_create_extension_binds_no_planted_operator() {
     common::planted::exercise(&mut owner);
     assert_eq!(
         common::planted::planted_calls(&mut owner),
+        0,
+        "a planted operator ran"
+    );
+}
+
+/// A superuser who registers this release and runs `ALTER EXTENSION idempotency UPDATE`
+/// through pg_tle, in a database whose owner made the install hostile (look-alikes of the
+/// edition's functions, a cast of its enum, triggers, a rule) and where an ordinary role
+/// planted operators in the functions' schema: none of their code runs.
+#[test]
+fn a_superuser_updating_through_pg_tle_runs_nothing_of_the_owner_or_a_planter() {
+    if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
+        println!("SKIP: IDEM_PGTLE is not 1");
+        return;
+    }
+    let port = server();
+    let mut admin = connect(port, "postgres", "postgres");
+    for sql in [
+        "CREATE ROLE tle_hostile_owner LOGIN NOSUPERUSER",
+        "CREATE DATABASE tle_hostile OWNER tle_hostile_owner",
+    ] {
+        admin.batch_execute(sql).expect(sql);
+    }
+    with_pg_tle(port, "tle_hostile", "tle_hostile_owner");
+    let tle = common::portable_script(&["--pg-tle"]);
+    let mut owner = connect(port, "tle_hostile", "tle_hostile_owner");
+    create_older_release(&mut owner, &tle);
+    owner.batch_execute(common::planted::MARK).expect("marks");
+    owner
+        .batch_execute(common::planted::UPDATE_PLANTS)
+        .expect("the owner's plants");
+    let mut su = connect(port, "tle_hostile", "postgres");
+    su.batch_execute(common::planted::PLANTER)
+        .expect("role planter");
+    connect(port, "tle_hostile", "planter")
+        .batch_execute(common::planted::PLANT)
+        .expect("planter plants its operators");
+
+    su.batch_execute(&tle)
+        .expect("the superuser registers 0.2.0");
+    su.batch_execute("ALTER EXTENSION idempotency UPDATE")
+        .expect("the update goes through");
+    assert_eq!(
+        text(
+            &mut su,
+            "SELECT extversion FROM pg_extension WHERE extname = 'idempotency'"
+        ),
+        "0.2.0"
+    );
+    assert_eq!(
+        text(&mut su, "SELECT count(*)::text FROM public.marks"),
+        "0",
+        "the owner's code ran during the update"
+    );
+    assert_eq!(
+        common::planted::planted_calls(&mut su),
         0,
         "a planted operator ran"
     );

@@ -1,6 +1,7 @@
 //! Look-alike operators planted in schema public before an install, and how to tell whether
 //! anything of the extension bound or ran them (security/install_path.rs, catalog/upgrade.rs,
-//! the pg_tle route in tests/clusters/portable_pg_tle.rs).
+//! the pg_tle route in tests/clusters/portable_pg_tle.rs); and a hostile owner's code for
+//! what a superuser runs over the owner's install (portable/move_up_hostile.rs, pg_tle).
 
 use super::Client;
 
@@ -79,3 +80,29 @@ pub fn exercise(db: &mut Client) {
     )
     .expect("the functions run");
 }
+
+/// Run by the owner of a portable install: `public.marks` notes every run of its code, and
+/// whether it ran as a superuser.
+pub const MARK: &str = "CREATE TABLE public.marks (who text, su bool);
+    GRANT INSERT ON public.marks TO PUBLIC;
+    CREATE FUNCTION public.mark() RETURNS boolean LANGUAGE sql AS $$
+      INSERT INTO public.marks SELECT current_user, r.rolsuper FROM pg_roles r WHERE r.rolname = current_user
+      RETURNING true $$;
+    CREATE FUNCTION public.mark_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
+      BEGIN PERFORM public.mark(); RETURN NULL; END $$;";
+
+/// Run by the owner of a portable install, after [`MARK`]: look-alikes of the edition's
+/// functions (a text overload of `idem_hash`, of the helpers), a cast of its enum, triggers on
+/// every table and a rule, for an update a superuser runs.
+pub const UPDATE_PLANTS: &str = "CREATE FUNCTION public.idem_hash(t text) RETURNS text LANGUAGE sql
+           AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
+         CREATE FUNCTION idempotency.portable_quote(t text, u text) RETURNS text LANGUAGE sql
+           AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
+         CREATE FUNCTION public.evil(s public.idem_status) RETURNS text LANGUAGE plpgsql AS $$
+           BEGIN PERFORM public.mark(); RETURN pg_catalog.enum_out(s)::text; END $$;
+         CREATE CAST (public.idem_status AS text) WITH FUNCTION public.evil(public.idem_status);
+         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.requests
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
+         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.outbox
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
+         CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();";

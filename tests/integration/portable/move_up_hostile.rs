@@ -8,15 +8,8 @@
 
 use crate::common;
 
+use common::planted::{MARK, UPDATE_PLANTS};
 use common::{answer, count};
-
-const MARK: &str = "CREATE TABLE public.marks (who text, su bool);
-    GRANT INSERT ON public.marks TO PUBLIC;
-    CREATE FUNCTION public.mark() RETURNS boolean LANGUAGE sql AS $$
-      INSERT INTO public.marks SELECT current_user, r.rolsuper FROM pg_roles r WHERE r.rolname = current_user
-      RETURNING true $$;
-    CREATE FUNCTION public.mark_trigger() RETURNS trigger LANGUAGE plpgsql AS $$
-      BEGIN PERFORM public.mark(); RETURN NULL; END $$;";
 
 /// (what is planted, the owner's SQL, whether the move-up goes through)
 const PLANTS: &[(&str, &str, bool)] = &[
@@ -130,21 +123,7 @@ fn a_hostile_owner_never_runs_code_as_the_superuser_updating() {
     o.batch_execute(&common::portable_script(&[]))
         .expect("portable edition");
     o.batch_execute(MARK).expect("marks");
-    o.batch_execute(
-        "CREATE FUNCTION public.idem_hash(t text) RETURNS text LANGUAGE sql
-           AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
-         CREATE FUNCTION idempotency.portable_quote(t text, u text) RETURNS text LANGUAGE sql
-           AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
-         CREATE FUNCTION public.evil(s public.idem_status) RETURNS text LANGUAGE plpgsql AS $$
-           BEGIN PERFORM public.mark(); RETURN pg_catalog.enum_out(s)::text; END $$;
-         CREATE CAST (public.idem_status AS text) WITH FUNCTION public.evil(public.idem_status);
-         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.requests
-           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
-         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.outbox
-           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
-         CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();",
-    )
-    .expect("the owner's plants");
+    o.batch_execute(UPDATE_PLANTS).expect("the owner's plants");
     drop(o);
     let mut su = c.connect(name);
     su.batch_execute(&common::portable_script(&["--update"]))

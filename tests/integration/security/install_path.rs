@@ -117,7 +117,9 @@ fn the_ddl_qualifies_every_operator() {
     let mut bare = Vec::new();
     for file in DDL_FILES {
         for statement in ddl_statements(&common::repo_file(file)) {
-            let mut text = statement.replace("(*)", "()").replace("@extschema@", "extschema");
+            let mut text = statement
+                .replace("(*)", "()")
+                .replace("@extschema@", "extschema");
             while let Some(at) = text.find("OPERATOR(pg_catalog.") {
                 let end = text[at..].find(')').map_or(text.len(), |e| at + e + 1);
                 text.replace_range(at..end, " ");
