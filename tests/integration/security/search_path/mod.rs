@@ -19,6 +19,7 @@ use std::collections::BTreeSet;
 
 use common::{Client, sqlstate};
 
+mod portable;
 mod sql_text;
 use sql_text::{CONSTRUCTS, functions, operators, statement_table_alias, without_literals};
 
@@ -26,7 +27,7 @@ crate::own_database!();
 
 /// Every call of the extension, in an order that takes each statement's path; `{s}` is the
 /// run's scope. Each answer is recorded as text.
-const CALLS: &[&str] = &[
+pub(super) const CALLS: &[&str] = &[
     "SELECT outcome::text FROM idem_claim('{s}', 'k1', 'h1')",
     "SELECT outcome::text FROM idem_claim('{s}', 'k1', 'h1')",
     // A key another session is inserting (HELD_KEY): under RLS, the policy probe.
@@ -105,7 +106,12 @@ const CALLS: &[&str] = &[
 
 /// Run every call; the answers (`ok: …` or `err: SQLSTATE`).
 fn exercise(client: &mut Client, scope: &str) -> Vec<String> {
-    CALLS
+    exercise_calls(client, scope, CALLS)
+}
+
+/// Run `calls`; the answers (`ok: …` or `err: SQLSTATE`).
+pub(super) fn exercise_calls(client: &mut Client, scope: &str, calls: &[&str]) -> Vec<String> {
+    calls
         .iter()
         .map(|call| {
             let sql = call.replace("{s}", scope);
@@ -331,7 +337,11 @@ const BODY: &str = "BEGIN RAISE WARNING 'HIJACKED %', TG_NAME_PLACEHOLDER; \
     RETURN RESULT_PLACEHOLDER; END";
 
 /// Plant look-alikes of `symbols` and `names` in schema hijack; how many.
-fn plant(attacker: &mut Client, symbols: &BTreeSet<String>, names: &BTreeSet<String>) -> usize {
+pub(super) fn plant(
+    attacker: &mut Client,
+    symbols: &BTreeSet<String>,
+    names: &BTreeSet<String>,
+) -> usize {
     let mut planted = 0;
     // Operators: every signature pg_catalog has for the symbol among these types, plus the
     // extension's enums (whose `=` pg_catalog only has as anyenum: the original hole).
@@ -427,6 +437,16 @@ fn plant(attacker: &mut Client, symbols: &BTreeSet<String>, names: &BTreeSet<Str
                     "RESULT_PLACEHOLDER",
                     &format!("pg_catalog.{name}({})", call_args.join(", ")),
                 );
+            // A void function returns nothing: call it, then return.
+            let body = match body.rsplit_once("RETURN pg_catalog.") {
+                Some((head, call)) if result == "void" => {
+                    format!(
+                        "{head}PERFORM pg_catalog.{}; RETURN; END",
+                        call.trim_end_matches("; END")
+                    )
+                }
+                _ => body,
+            };
             let sql = format!(
                 "CREATE FUNCTION hijack.{name}({}) RETURNS {result} LANGUAGE plpgsql AS $f${body}$f$",
                 params.join(", ")
