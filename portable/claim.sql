@@ -27,7 +27,7 @@ DECLARE
     k ALIAS FOR $2;
     h ALIAS FOR $3;
     call_at pg_catalog.timestamptz;
-    rec idempotency.requests%ROWTYPE;
+    rec record;  -- not %ROWTYPE: compiling that would lock the table before the rights are checked
     result @extschema@.idem_claim_result;
     outcome @extschema@.idem_outcome;
     have pg_catalog.bool;
@@ -80,6 +80,7 @@ BEGIN
         END IF;
     END IF;
 
+    PERFORM idempotency.portable_access('requests');
     call_at := pg_catalog.clock_timestamp();
     SELECT * INTO rec FROM idempotency.requests AS r
      WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k;

@@ -53,6 +53,24 @@ BEGIN
 END
 $fn$;
 
+-- Before a function names idempotency.<tbl>, which locks it even to plan: some privilege on
+-- it, as the native edition checks (src/base/access.rs), so that a role without rights gets
+-- 42501 at once rather than queueing behind another session's lock. Calling this needs USAGE
+-- on schema idempotency, which is that check.
+CREATE FUNCTION idempotency.portable_access(tbl pg_catalog.text)
+RETURNS pg_catalog.void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF NOT pg_catalog.has_table_privilege(('idempotency.'::pg_catalog.text OPERATOR(pg_catalog.||) tbl)::pg_catalog.regclass,
+                                          'SELECT, INSERT, UPDATE, DELETE'::pg_catalog.text) THEN
+        RAISE EXCEPTION USING ERRCODE = '42501', MESSAGE = 'permission denied for table ' OPERATOR(pg_catalog.||) tbl,
+            HINT = pg_catalog.format('SELECT idem_grant(''<role>'', ''app'') gives the calling role what it needs on idempotency.%s.', tbl);
+    END IF;
+END
+$fn$;
+
 -- An optional text of at most `max_bytes`: P4004 past it.
 CREATE FUNCTION idempotency.portable_optional(what pg_catalog.text, value pg_catalog.text, max_bytes pg_catalog.int4)
 RETURNS pg_catalog.text

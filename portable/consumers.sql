@@ -19,6 +19,7 @@ DECLARE
     stored pg_catalog.text;
     expired pg_catalog.bool;
 BEGIN
+    PERFORM idempotency.portable_access('inbox');
     -- Each pass either answers or saw the row vanish (purged) under it; three are plenty.
     FOR pass IN 1..3 LOOP
         INSERT INTO idempotency.inbox AS i (consumer, message_id, message_hash, processed_at, expires_at)
@@ -67,6 +68,7 @@ DECLARE
     n pg_catalog.int8;
 BEGIN
     PERFORM idempotency.portable_batch(batch);
+    PERFORM idempotency.portable_access('inbox');
     WITH doomed AS (SELECT consumer, message_id FROM idempotency.inbox
                      WHERE expires_at OPERATOR(pg_catalog.<) pg_catalog.now()
                      ORDER BY expires_at LIMIT batch FOR UPDATE SKIP LOCKED)
@@ -94,6 +96,7 @@ BEGIN
     IF idem_advance.version IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'version must not be null';
     END IF;
+    PERFORM idempotency.portable_access('versions');
     INSERT INTO idempotency.versions AS v (stream, entity, version, updated_at)
     VALUES (idem_advance.stream, idem_advance.entity, idem_advance.version, pg_catalog.now())
     ON CONFLICT (stream, entity) DO UPDATE
@@ -220,6 +223,7 @@ BEGIN
                 '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8;
         END IF;
     END IF;
+    PERFORM idempotency.portable_access('outbox');
     -- Each pass inserts, or finds the row its dedupe key names, or saw that row purged.
     FOR pass IN 1..3 LOOP
         -- cdc_table: the row is written already published, for a CDC connector.
@@ -250,6 +254,49 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_outbox_put IS
     'Enqueue a message in the caller''s transaction; returns its id (the existing one if dedupe_key was used for the topic)';
 
+-- The take, in PL/pgSQL so that the rights are checked before the statement locks the outbox
+-- (idempotency.portable_access); its own parameter names, as PL/pgSQL refuses an OUT column
+-- named like a parameter (topic).
+CREATE FUNCTION idempotency.portable_outbox_take(n pg_catalog.int4, lease_for pg_catalog.interval, only_topic pg_catalog.text)
+RETURNS TABLE (
+    id pg_catalog.int8,
+    message_id pg_catalog.uuid,
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    headers pg_catalog.jsonb,
+    attempts pg_catalog.int4
+)
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE ROWS 100
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+#variable_conflict use_column
+BEGIN
+    -- batch, then lease, then the rights, as the native function checks them.
+    PERFORM idempotency.portable_batch(n);
+    PERFORM idempotency.portable_interval('lease'::pg_catalog.text, lease_for, false);
+    PERFORM idempotency.portable_access('outbox');
+    RETURN QUERY
+    WITH picked AS (
+        SELECT o.id FROM idempotency.outbox AS o
+         WHERE o.status OPERATOR(pg_catalog.=) 'pending'::pg_catalog.text
+           AND o.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
+           AND (o.leased_until IS NULL OR o.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())
+           AND (only_topic IS NULL OR o.topic OPERATOR(pg_catalog.=) only_topic)
+         ORDER BY o.id
+         LIMIT n
+         FOR UPDATE SKIP LOCKED),
+    taken AS (
+        UPDATE idempotency.outbox AS o
+           SET leased_until = pg_catalog.now() OPERATOR(pg_catalog.+) lease_for,
+               attempts = CASE WHEN o.attempts OPERATOR(pg_catalog.<) 2147483647
+                               THEN o.attempts OPERATOR(pg_catalog.+) 1 ELSE o.attempts END
+          FROM picked WHERE o.id OPERATOR(pg_catalog.=) picked.id
+        RETURNING o.id, o.message_id, o.topic, o.payload, o.headers, o.attempts)
+    SELECT taken.id, taken.message_id, taken.topic, taken.payload, taken.headers, taken.attempts
+      FROM taken ORDER BY taken.id;
+END
+$fn$;
+
 CREATE FUNCTION @extschema@.idem_outbox_take(
     batch pg_catalog.int4 DEFAULT 100,
     lease pg_catalog.interval DEFAULT '30 seconds',
@@ -262,31 +309,11 @@ CREATE FUNCTION @extschema@.idem_outbox_take(
     headers pg_catalog.jsonb,
     attempts pg_catalog.int4
 )
--- LANGUAGE sql: PL/pgSQL refuses an OUT column named like a parameter (topic). The LIMIT is
--- evaluated once, first: it checks batch, then lease, as the native function does.
 LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-WITH picked AS (
-    SELECT o.id FROM idempotency.outbox AS o
-     WHERE o.status OPERATOR(pg_catalog.=) 'pending'::pg_catalog.text
-       AND o.available_at OPERATOR(pg_catalog.<=) pg_catalog.now()
-       AND (o.leased_until IS NULL OR o.leased_until OPERATOR(pg_catalog.<=) pg_catalog.now())
-       AND ($3 IS NULL OR o.topic OPERATOR(pg_catalog.=) $3)
-     ORDER BY o.id
-     LIMIT CASE WHEN idempotency.portable_batch($1) IS NOT NULL
-                THEN CASE WHEN idempotency.portable_interval('lease'::pg_catalog.text, $2, false) IS NOT NULL
-                          THEN $1 END END
-     FOR UPDATE SKIP LOCKED),
-taken AS (
-    UPDATE idempotency.outbox AS o
-       SET leased_until = pg_catalog.now() OPERATOR(pg_catalog.+) $2,
-           attempts = CASE WHEN o.attempts OPERATOR(pg_catalog.<) 2147483647
-                           THEN o.attempts OPERATOR(pg_catalog.+) 1 ELSE o.attempts END
-      FROM picked WHERE o.id OPERATOR(pg_catalog.=) picked.id
-    RETURNING o.id, o.message_id, o.topic, o.payload, o.headers, o.attempts)
-SELECT taken.id, taken.message_id, taken.topic, taken.payload, taken.headers, taken.attempts
-  FROM taken ORDER BY taken.id
+SELECT t.id, t.message_id, t.topic, t.payload, t.headers, t.attempts
+  FROM idempotency.portable_outbox_take($1, $2, $3) AS t
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_outbox_take IS
     'Lease up to batch available messages, oldest first, skipping rows other publishers hold';
@@ -300,6 +327,7 @@ AS $fn$
 DECLARE
     n pg_catalog.int8;
 BEGIN
+    PERFORM idempotency.portable_access('outbox');
     UPDATE idempotency.outbox AS o
        SET status = 'published', published_at = pg_catalog.now(), leased_until = NULL
      WHERE o.id OPERATOR(pg_catalog.=) ANY (ids) AND o.status OPERATOR(pg_catalog.=) 'pending';
@@ -330,6 +358,7 @@ BEGIN
         err := pg_catalog.left(err, LEAST(pg_catalog.length(err) OPERATOR(pg_catalog.-) 1,
             pg_catalog.length(err) OPERATOR(pg_catalog.-) ((pg_catalog.octet_length(err) OPERATOR(pg_catalog.-) 8192) OPERATOR(pg_catalog./) 4)));
     END LOOP;
+    PERFORM idempotency.portable_access('outbox');
     -- A row that is published (another publisher acked it) or gone is left alone.
     UPDATE idempotency.outbox AS o
        SET last_error = err, leased_until = NULL,
@@ -351,6 +380,7 @@ DECLARE
         idempotency.portable_setting('idempotency.outbox_retention', '7 days', '1 second');
 BEGIN
     PERFORM idempotency.portable_batch(batch);
+    PERFORM idempotency.portable_access('outbox');
     WITH doomed AS (SELECT o.id FROM idempotency.outbox AS o
                      WHERE o.status OPERATOR(pg_catalog.=) 'published'
                        AND o.published_at OPERATOR(pg_catalog.<) cutoff

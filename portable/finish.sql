@@ -13,7 +13,7 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 #variable_conflict use_column
 DECLARE
-    rec idempotency.requests%ROWTYPE;
+    rec record;  -- not %ROWTYPE: compiling that would lock the table before the rights are checked
     name_ constant pg_catalog.text := pg_catalog.format('scope %s, key %s',
         idempotency.portable_quote(portable_diagnose.scope), idempotency.portable_quote(portable_diagnose.key));
 BEGIN
@@ -51,7 +51,7 @@ AS $fn$
 DECLARE
     s ALIAS FOR $1;
     k ALIAS FOR $2;
-    rec idempotency.requests%ROWTYPE;
+    rec record;  -- not %ROWTYPE: compiling that would lock the table before the rights are checked
 BEGIN
     -- One test for the common case; the checks in the native order when it fails.
     IF s IS NULL OR k IS NULL OR pg_catalog.octet_length(s) OPERATOR(pg_catalog.>) 255
@@ -61,6 +61,7 @@ BEGIN
         PERFORM idempotency.portable_name('scope', 'P4000', s);
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
+    PERFORM idempotency.portable_access('requests');
     -- A rotation of the generations layout may move the record (a DELETE and an INSERT) while
     -- this waits for its row lock: then it finds no row, and tries again where it went.
     FOR pass IN 1..3 LOOP
@@ -103,7 +104,7 @@ DECLARE
     k constant pg_catalog.text := idem_fail.key;
     ws constant pg_catalog.text := E' \t\n\f\r';
     new_status @extschema@.idem_status;
-    rec idempotency.requests%ROWTYPE;
+    rec record;  -- not %ROWTYPE: compiling that would lock the table before the rights are checked
 BEGIN
     IF s IS NULL OR pg_catalog.octet_length(s) OPERATOR(pg_catalog.>) 255
        OR pg_catalog.btrim(s, ws) OPERATOR(pg_catalog.=) '' THEN
@@ -118,6 +119,7 @@ BEGIN
     END IF;
     PERFORM idempotency.portable_optional('code', idem_fail.code, 255);
     PERFORM idempotency.portable_optional('message', idem_fail.message, 8192);
+    PERFORM idempotency.portable_access('requests');
     new_status := CASE WHEN retryable THEN 'failed_retryable' ELSE 'failed_final' END;
     FOR pass IN 1..3 LOOP
         UPDATE idempotency.requests AS r
@@ -172,6 +174,7 @@ BEGIN
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
     PERFORM idempotency.portable_optional('recovery_point', idem_checkpoint.recovery_point, 8192);
+    PERFORM idempotency.portable_access('requests');
     FOR pass IN 1..3 LOOP
         UPDATE idempotency.requests AS r
            SET recovery_point = COALESCE(idem_checkpoint.recovery_point, r.recovery_point),
@@ -204,6 +207,7 @@ AS $fn$
 BEGIN
     PERFORM idempotency.portable_name('scope', 'P4000', idem_forget.scope);
     PERFORM idempotency.portable_name('key', 'P4001', idem_forget.key);
+    PERFORM idempotency.portable_access('requests');
     -- A rotation may move the record while this waits for its lock: then try where it went.
     FOR pass IN 1..3 LOOP
         DELETE FROM idempotency.requests AS r

@@ -51,6 +51,7 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
+    PERFORM idempotency.portable_access('requests');
     IF pg_catalog.to_regclass('idempotency.layout'::pg_catalog.text) IS NULL THEN
         RETURN ARRAY['ONLY idempotency.requests'::pg_catalog.text, ''::pg_catalog.text,
             pg_catalog.format('r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT q.ctid FROM ONLY idempotency.requests AS q %s))', pick)];

@@ -4,7 +4,7 @@
 
 use crate::common;
 
-use common::answer;
+use common::{Client, answer};
 
 crate::own_database!();
 
@@ -15,22 +15,43 @@ crate::own_database!();
 #[test]
 fn no_rights_no_queueing_for_the_lock() {
     let mut db = cluster().database("sec_lock_first");
+    no_rights_no_queueing(&mut db, &|role| {
+        cluster().connect_as("sec_lock_first", role)
+    });
+}
+
+/// The same on the portable edition, installed by a database owner who is not a superuser.
+#[test]
+fn no_rights_no_queueing_for_the_lock_portable() {
+    let name = "sec_lock_first_portable";
+    let c = common::bare_cluster();
+    let mut db = crate::portable::owned_database(c, name);
+    db.batch_execute(&common::portable_script(&[]))
+        .expect("the portable edition installs");
+    no_rights_no_queueing(&mut db, &|role| c.connect_as(name, role));
+}
+
+/// `db`: a session of the tables' owner; `connect(role)`: a session of `role` in that database
+/// (`postgres`: a superuser's).
+fn no_rights_no_queueing(db: &mut Client, connect: &dyn Fn(&str) -> Client) {
+    connect("postgres")
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+             DO $$ BEGIN CREATE ROLE usage_only LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;",
+        )
+        .expect("roles");
     db.batch_execute(
-        "DO $$ BEGIN CREATE ROLE nobody LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         DO $$ BEGIN CREATE ROLE usage_only LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         GRANT USAGE ON SCHEMA idempotency TO usage_only;
+        "GRANT USAGE ON SCHEMA idempotency TO usage_only;
          CREATE FUNCTION public.sec_echo(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r';",
     )
     .expect("roles");
-    let mut holder = cluster().connect("sec_lock_first");
-    holder
-        .batch_execute(
-            "BEGIN; LOCK TABLE idempotency.requests, idempotency.inbox, idempotency.outbox, \
-             idempotency.versions IN ACCESS EXCLUSIVE MODE",
-        )
-        .expect("lock");
+    db.batch_execute(
+        "BEGIN; LOCK TABLE idempotency.requests, idempotency.inbox, idempotency.outbox, \
+         idempotency.versions IN ACCESS EXCLUSIVE MODE",
+    )
+    .expect("lock");
     for role in ["nobody", "usage_only"] {
-        let mut c = cluster().connect_as("sec_lock_first", role);
+        let mut c = connect(role);
         c.batch_execute("SET lock_timeout = '5s'").expect("timeout");
         for sql in [
             "SELECT idem_claim('s', 'k', 'h')::text",
@@ -53,7 +74,7 @@ fn no_rights_no_queueing_for_the_lock() {
             assert_eq!(answer(&mut c, sql), "ERROR 42501", "{role}: {sql}");
         }
     }
-    holder.batch_execute("ROLLBACK").expect("rollback");
+    db.batch_execute("ROLLBACK").expect("rollback");
 }
 
 /// Installed into a schema PUBLIC may create in, the extension warns at CREATE EXTENSION and
