@@ -55,8 +55,9 @@ $fn$;
 
 -- Before a function names idempotency.<tbl>, which locks it even to plan: some privilege on
 -- it, as the native edition checks (src/base/access.rs), so that a role without rights gets
--- 42501 at once rather than queueing behind another session's lock. Calling this needs USAGE
--- on schema idempotency, which is that check.
+-- 42501 at once rather than queueing behind another session's lock. The functions test
+-- has_table_privilege inline (a call of this costs a replay a third more) and call this to
+-- raise; calling it needs USAGE on schema idempotency, which is that check.
 CREATE FUNCTION idempotency.portable_access(tbl pg_catalog.text)
 RETURNS pg_catalog.void
 LANGUAGE plpgsql STABLE PARALLEL SAFE

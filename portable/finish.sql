@@ -61,7 +61,10 @@ BEGIN
         PERFORM idempotency.portable_name('scope', 'P4000', s);
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
-    PERFORM idempotency.portable_access('requests');
+    IF NOT pg_catalog.has_table_privilege('idempotency.requests'::pg_catalog.regclass,
+                                          'SELECT, INSERT, UPDATE, DELETE'::pg_catalog.text) THEN
+        PERFORM idempotency.portable_access('requests');
+    END IF;
     -- A rotation of the generations layout may move the record (a DELETE and an INSERT) while
     -- this waits for its row lock: then it finds no row, and tries again where it went.
     FOR pass IN 1..3 LOOP
@@ -119,7 +122,10 @@ BEGIN
     END IF;
     PERFORM idempotency.portable_optional('code', idem_fail.code, 255);
     PERFORM idempotency.portable_optional('message', idem_fail.message, 8192);
-    PERFORM idempotency.portable_access('requests');
+    IF NOT pg_catalog.has_table_privilege('idempotency.requests'::pg_catalog.regclass,
+                                          'SELECT, INSERT, UPDATE, DELETE'::pg_catalog.text) THEN
+        PERFORM idempotency.portable_access('requests');
+    END IF;
     new_status := CASE WHEN retryable THEN 'failed_retryable' ELSE 'failed_final' END;
     FOR pass IN 1..3 LOOP
         UPDATE idempotency.requests AS r
@@ -174,7 +180,10 @@ BEGIN
         PERFORM idempotency.portable_name('key', 'P4001', k);
     END IF;
     PERFORM idempotency.portable_optional('recovery_point', idem_checkpoint.recovery_point, 8192);
-    PERFORM idempotency.portable_access('requests');
+    IF NOT pg_catalog.has_table_privilege('idempotency.requests'::pg_catalog.regclass,
+                                          'SELECT, INSERT, UPDATE, DELETE'::pg_catalog.text) THEN
+        PERFORM idempotency.portable_access('requests');
+    END IF;
     FOR pass IN 1..3 LOOP
         UPDATE idempotency.requests AS r
            SET recovery_point = COALESCE(idem_checkpoint.recovery_point, r.recovery_point),
@@ -207,7 +216,10 @@ AS $fn$
 BEGIN
     PERFORM idempotency.portable_name('scope', 'P4000', idem_forget.scope);
     PERFORM idempotency.portable_name('key', 'P4001', idem_forget.key);
-    PERFORM idempotency.portable_access('requests');
+    IF NOT pg_catalog.has_table_privilege('idempotency.requests'::pg_catalog.regclass,
+                                          'SELECT, INSERT, UPDATE, DELETE'::pg_catalog.text) THEN
+        PERFORM idempotency.portable_access('requests');
+    END IF;
     -- A rotation may move the record while this waits for its lock: then try where it went.
     FOR pass IN 1..3 LOOP
         DELETE FROM idempotency.requests AS r

@@ -51,7 +51,10 @@ LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
-    PERFORM idempotency.portable_access('requests');
+    IF NOT pg_catalog.has_table_privilege('idempotency.requests'::pg_catalog.regclass,
+                                          'SELECT, INSERT, UPDATE, DELETE'::pg_catalog.text) THEN
+        PERFORM idempotency.portable_access('requests');
+    END IF;
     IF pg_catalog.to_regclass('idempotency.layout'::pg_catalog.text) IS NULL THEN
         RETURN ARRAY['ONLY idempotency.requests'::pg_catalog.text, ''::pg_catalog.text,
             pg_catalog.format('r.ctid OPERATOR(pg_catalog.=) ANY (ARRAY(SELECT q.ctid FROM ONLY idempotency.requests AS q %s))', pick)];
