@@ -220,27 +220,38 @@ fn pg_tle_install_create_extension_and_update_path() {
     assert_eq!(c_functions, 0, "SQL and PL/pgSQL only");
 }
 
-#[test]
-fn pg_tle_create_extension_binds_no_planted_operator() {
+/// Database `db` of the pg_tle server, owned by `{db}_owner` with pg_tle, where the role
+/// `planter` planted its look-alike operators (`common::planted`): the port, or None (and
+/// SKIP printed) when IDEM_PGTLE is not 1.
+fn planted_database(db: &str) -> Option<u16> {
     if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
         println!("SKIP: IDEM_PGTLE is not 1");
-        return;
+        return None;
     }
     let port = server();
+    let owner = format!("{db}_owner");
     let mut admin = connect(port, "postgres", "postgres");
     for sql in [
-        "CREATE ROLE tle_planted_owner LOGIN NOSUPERUSER",
-        "CREATE DATABASE tle_planted OWNER tle_planted_owner",
+        format!("CREATE ROLE {owner} LOGIN NOSUPERUSER"),
+        format!("CREATE DATABASE {db} OWNER {owner}"),
     ] {
-        admin.batch_execute(sql).expect(sql);
+        admin.batch_execute(&sql).expect(&sql);
     }
-    with_pg_tle(port, "tle_planted", "tle_planted_owner");
-    connect(port, "tle_planted", "postgres")
+    with_pg_tle(port, db, &owner);
+    connect(port, db, "postgres")
         .batch_execute(common::planted::PLANTER)
         .expect("role planter");
-    connect(port, "tle_planted", "planter")
+    connect(port, db, "planter")
         .batch_execute(common::planted::PLANT)
         .expect("planter plants its operators");
+    Some(port)
+}
+
+#[test]
+fn pg_tle_create_extension_binds_no_planted_operator() {
+    let Some(port) = planted_database("tle_planted") else {
+        return;
+    };
     let mut owner = connect(port, "tle_planted", "tle_planted_owner");
     owner
         .batch_execute(&common::portable_script(&["--pg-tle"]))
@@ -266,19 +277,9 @@ fn pg_tle_create_extension_binds_no_planted_operator() {
 /// planted operators in the functions' schema: none of their code runs.
 #[test]
 fn a_superuser_updating_through_pg_tle_runs_nothing_of_the_owner_or_a_planter() {
-    if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
-        println!("SKIP: IDEM_PGTLE is not 1");
+    let Some(port) = planted_database("tle_hostile") else {
         return;
-    }
-    let port = server();
-    let mut admin = connect(port, "postgres", "postgres");
-    for sql in [
-        "CREATE ROLE tle_hostile_owner LOGIN NOSUPERUSER",
-        "CREATE DATABASE tle_hostile OWNER tle_hostile_owner",
-    ] {
-        admin.batch_execute(sql).expect(sql);
-    }
-    with_pg_tle(port, "tle_hostile", "tle_hostile_owner");
+    };
     let tle = common::portable_script(&["--pg-tle"]);
     let mut owner = connect(port, "tle_hostile", "tle_hostile_owner");
     create_older_release(&mut owner, &tle);
@@ -287,12 +288,6 @@ fn a_superuser_updating_through_pg_tle_runs_nothing_of_the_owner_or_a_planter() 
         .batch_execute(common::planted::UPDATE_PLANTS)
         .expect("the owner's plants");
     let mut su = connect(port, "tle_hostile", "postgres");
-    su.batch_execute(common::planted::PLANTER)
-        .expect("role planter");
-    connect(port, "tle_hostile", "planter")
-        .batch_execute(common::planted::PLANT)
-        .expect("planter plants its operators");
-
     su.batch_execute(&tle)
         .expect("the superuser registers 0.2.0");
     su.batch_execute("ALTER EXTENSION idempotency UPDATE")

@@ -255,19 +255,47 @@ fn no_statement_resolves_through_search_path() {
     assert!(planted > 20, "only {planted} look-alikes planted");
 
     // 3. Victims with the look-alikes first on their path.
+    let hijacks = hijacked_runs(
+        cluster,
+        &cluster.name,
+        "SET default_transaction_isolation = 'repeatable read';",
+        CALLS,
+        &baseline,
+    );
+    let escalated: bool = admin
+        .query_one(
+            "SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'",
+            &[],
+        )
+        .expect("rolsuper")
+        .get(0);
+    assert!(
+        !escalated && hijacks.is_empty() && problems.is_empty(),
+        "attacker became superuser: {escalated}\nlook-alikes run: {hijacks:#?}\nin the text: {problems:#?}"
+    );
+}
+
+/// The calls run by `victim` and by a superuser with the look-alikes first on their path
+/// (after `setup`): what differed from `baseline`, and which look-alikes ran.
+pub(super) fn hijacked_runs(
+    cluster: &common::Cluster,
+    db: &str,
+    setup: &str,
+    calls: &[&str],
+    baseline: &[String],
+) -> Vec<String> {
     let mut hijacks = Vec::new();
     for (user, scope) in [
         ("victim", "hijacked-victim"),
         ("postgres", "hijacked-superuser"),
     ] {
-        let (mut client, notices) = cluster.connect_collecting(&cluster.name, user);
+        let (mut client, notices) = cluster.connect_collecting(db, user);
         client
-            .batch_execute(
-                "SET default_transaction_isolation = 'repeatable read';
-                 SET search_path = hijack, pg_catalog, public",
-            )
+            .batch_execute(&format!(
+                "{setup} SET search_path = hijack, pg_catalog, public"
+            ))
             .expect("victim session");
-        let answers = exercise(&mut client, scope);
+        let answers = exercise_calls(&mut client, scope, calls);
         if answers != baseline {
             hijacks.push(format!(
                 "{user}: answers changed: {answers:?}, not {baseline:?}"
@@ -286,17 +314,7 @@ fn no_statement_resolves_through_search_path() {
             hijacks.push(format!("{user} ran look-alikes: {ran:?}"));
         }
     }
-    let escalated: bool = admin
-        .query_one(
-            "SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'",
-            &[],
-        )
-        .expect("rolsuper")
-        .get(0);
-    assert!(
-        !escalated && hijacks.is_empty() && problems.is_empty(),
-        "attacker became superuser: {escalated}\nlook-alikes run: {hijacks:#?}\nin the text: {problems:#?}"
-    );
+    hijacks
 }
 
 /// `static NAME: Statement =` definitions in src/.

@@ -9,7 +9,7 @@ use crate::common;
 
 use std::collections::BTreeSet;
 
-use super::{CALLS, exercise_calls, plant};
+use super::{CALLS, exercise_calls, hijacked_runs, plant};
 
 /// `mod.rs`'s calls that the portable edition has: not the native test hooks (`tests.`).
 fn calls() -> Vec<&'static str> {
@@ -97,34 +97,7 @@ fn no_function_of_the_portable_edition_resolves_through_search_path() {
     let planted = plant(&mut attacker, &symbols, &names);
     assert!(planted > 100, "only {planted} look-alikes planted");
 
-    let mut hijacks = Vec::new();
-    for (user, scope) in [
-        ("victim", "hijacked-victim"),
-        ("postgres", "hijacked-superuser"),
-    ] {
-        let (mut client, notices) = c.connect_collecting(name, user);
-        client
-            .batch_execute("SET search_path = hijack, pg_catalog, public")
-            .expect("the hijacked path");
-        let answers = exercise_calls(&mut client, scope, &calls);
-        if answers != baseline {
-            hijacks.push(format!(
-                "{user}: answers changed: {answers:?}, not {baseline:?}"
-            ));
-        }
-        let ran: Vec<String> = notices
-            .lock()
-            .map(|n| {
-                n.iter()
-                    .filter(|m| m.contains("HIJACKED"))
-                    .cloned()
-                    .collect()
-            })
-            .unwrap_or_default();
-        if !ran.is_empty() {
-            hijacks.push(format!("{user} ran look-alikes: {ran:?}"));
-        }
-    }
+    let hijacks = hijacked_runs(c, name, "", &calls, &baseline);
     let escalated: bool = admin
         .query_one(
             "SELECT rolsuper FROM pg_roles WHERE rolname = 'attacker'",
