@@ -1,7 +1,7 @@
 //! The idempotency protocol's decisions, free of Postgres: what a record's states are, what a
-//! claim makes of a record, what each state change writes, when an attempt is current, when
-//! the extension's direct path may act, and why a finish changed nothing. The extension
-//! (`src/`) reads and writes; every decision it acts on is made here, once, for both of its
+//! claim makes of a record, what each state change writes, when an attempt is current, what
+//! the upkeep reclaims and purges, when the extension's direct path may act, and why a finish
+//! changed nothing. The extension (`src/`) reads and writes; every decision it acts on is made here, once, for both of its
 //! paths (direct and SQL), and tested by `cargo test -p idem-protocol`.
 //!
 //! Values the protocol only carries (texts, the response, intervals) are the caller's own
@@ -15,6 +15,7 @@ mod record;
 mod rules;
 mod state;
 mod transition;
+mod upkeep;
 
 pub use claim::{OtherRequest, Verdict, judge};
 pub use finish::{Diagnosis, diagnose};
@@ -25,3 +26,4 @@ pub use rules::{
 };
 pub use state::{Outcome, Status};
 pub use transition::{Error, Terms, Transition};
+pub use upkeep::{purgeable, reclaimable, reclaimed_expiry};

@@ -2,6 +2,7 @@
 //! the generations layout with its rotation (generations/), and the units and cuts both editions
 //! must read alike (units.rs).
 
+mod cases;
 mod generations;
 mod lock_first;
 mod sessions;
