@@ -1,7 +1,8 @@
 //! The chaos audit (issue #16): N client sessions run three workflows over a shared key set
 //! while a driver terminates client backends, SIGKILLs one backend, restarts the server with
 //! `-m immediate` and terminates the maintenance worker and the launcher. Then every key is
-//! driven to completion and audited from the effects table.
+//! driven to completion and audited from the effects table. The portable edition runs the same
+//! load and audit, its upkeep called by a session of the test (chaos/portable.rs).
 //!
 //! IDEM_CHAOS_SESSIONS (16), IDEM_CHAOS_SECONDS (30), IDEM_CHAOS_SEED (1); scripts/chaos.sh
 //! runs the long form. Runs on one Postgres major only (faults::chosen_major).
@@ -15,16 +16,28 @@ use std::time::{Duration, Instant};
 
 use faults::audit::{audit, crashes, drive_to_completion, wait_no_processing};
 use faults::server::Server;
-use faults::workload::{Load, Rng, SCHEMA, SCOPE, SHORT_LEASE, add, get, request_of};
+use faults::workload::{Load, Rng, SCHEMA, SCOPE, SHORT_LEASE, SUPERUSER, add, get, request_of};
 use faults::{chosen_major, env_u64};
 
+mod portable;
+
 const NAPTIME_MS: u64 = 500;
+
+/// What keeps the records: the native worker, or the portable edition's `idem_upkeep()`
+/// called by a session of the test; the portable clients are a role given `idem_grant`'s app
+/// profile, the native ones the superuser.
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+enum Edition {
+    Native,
+    Portable,
+}
 
 #[derive(Default)]
 struct Chaos {
     client_terminations: AtomicU64,
     worker_terminations: AtomicU64,
     launcher_terminations: AtomicU64,
+    upkeep_terminations: AtomicU64,
     sigkills: AtomicU64,
     restarts: AtomicU64,
     killed: Mutex<Vec<u32>>,
@@ -107,7 +120,14 @@ fn restart(server: &Server, chaos: &Chaos) {
 }
 
 /// At random moments until `stop`; at least one SIGKILL and one immediate restart.
-fn drive_chaos(server: &Server, chaos: &Chaos, seed: u64, stop: &AtomicBool, load: Duration) {
+fn drive_chaos(
+    server: &Server,
+    edition: Edition,
+    chaos: &Chaos,
+    seed: u64,
+    stop: &AtomicBool,
+    load: Duration,
+) {
     let mut rng = Rng::new(seed ^ 0xc4a0);
     let started = Instant::now();
     while !stop.load(Relaxed) {
@@ -123,7 +143,8 @@ fn drive_chaos(server: &Server, chaos: &Chaos, seed: u64, stop: &AtomicBool, loa
         } else {
             match rng.below(100) {
                 0..50 => terminate_clients(server, &mut rng, chaos),
-                50..80 => terminate_workers(server, &mut rng, chaos),
+                50..80 if edition == Edition::Native => terminate_workers(server, &mut rng, chaos),
+                50..80 => portable::terminate_upkeep(server, chaos),
                 80..90 => sigkill(server, chaos),
                 _ => restart(server, chaos),
             }
@@ -133,26 +154,24 @@ fn drive_chaos(server: &Server, chaos: &Chaos, seed: u64, stop: &AtomicBool, loa
 
 #[test]
 fn chaos_audit() {
-    audit_under_chaos("chaos", false, 16, 30);
+    audit_under_chaos("chaos", Edition::Native, false, 16, 30);
+}
+
+/// The same load and audit on the portable edition (issue #32).
+#[test]
+fn chaos_audit_of_the_portable_edition() {
+    audit_under_chaos("chaos_portable", Edition::Portable, false, 12, 30);
 }
 
 /// The same in the generations layout (docs/retention.md), with a 2 s window: the worker
 /// rotates about every round, moving every live record under the faults (issue #24, part 4).
 #[test]
 fn chaos_audit_in_the_generations_layout() {
-    audit_under_chaos("chaos_gen", true, 8, 20);
+    audit_under_chaos("chaos_gen", Edition::Native, true, 8, 20);
 }
 
-fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64) {
-    if chosen_major().is_none() {
-        return;
-    }
-    let sessions = env_u64("IDEM_CHAOS_SESSIONS", sessions).max(1);
-    let seconds = env_u64("IDEM_CHAOS_SECONDS", seconds);
-    let seed = env_u64("IDEM_CHAOS_SEED", 1);
-    let load = Duration::from_secs(seconds);
-    eprintln!("{name}: {sessions} sessions, {seconds} s, seed {seed}");
-
+/// The native edition's server: the library preloaded, the worker on.
+fn native_server(name: &str, sessions: u64) -> Server {
     let server = Server::init(
         name,
         &format!(
@@ -169,6 +188,23 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
         .connect("chaos")
         .batch_execute(SCHEMA)
         .expect("schema");
+    server
+}
+
+fn audit_under_chaos(name: &str, edition: Edition, generations: bool, sessions: u64, seconds: u64) {
+    if chosen_major().is_none() {
+        return;
+    }
+    let sessions = env_u64("IDEM_CHAOS_SESSIONS", sessions).max(1);
+    let seconds = env_u64("IDEM_CHAOS_SECONDS", seconds);
+    let seed = env_u64("IDEM_CHAOS_SEED", 1);
+    let load = Duration::from_secs(seconds);
+    eprintln!("{name}: {edition:?}, {sessions} sessions, {seconds} s, seed {seed}");
+
+    let (server, user) = match edition {
+        Edition::Native => (native_server(name, sessions), SUPERUSER),
+        Edition::Portable => (portable::server(name, sessions), portable::APP),
+    };
     if generations {
         server
             .connect("chaos")
@@ -180,8 +216,12 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
     }
 
     let chaos = Chaos::default();
-    let traffic = Load::new(vec![server.port]);
+    let mut traffic = Load::new(vec![server.port]);
+    traffic.user = user;
     let (stats, ports) = (&traffic.stats, &traffic.ports);
+    // Runs until the audit is done, as the worker would.
+    let upkeep = (edition == Edition::Portable)
+        .then(|| portable::Upkeep::start(server.port, NAPTIME_MS, stats.clone()));
     let started = Instant::now();
     std::thread::scope(|s| {
         let clients = traffic.spawn(
@@ -191,7 +231,7 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
             |i| seed.wrapping_mul(1000).wrapping_add(i),
             Duration::from_secs(120),
         );
-        let driver = s.spawn(|| drive_chaos(&server, &chaos, seed, &traffic.stop, load));
+        let driver = s.spawn(|| drive_chaos(&server, edition, &chaos, seed, &traffic.stop, load));
         std::thread::sleep(load);
         traffic.stop.store(true, Relaxed);
         driver.join().expect("chaos driver");
@@ -201,9 +241,10 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
     });
     let load_secs = started.elapsed().as_secs_f64();
 
-    // The claims abandoned at the end are reclaimed by the worker: no record is left
-    // processing beyond its lease + a launcher restart (5 s, if the driver had just terminated
-    // it) + a worker round, + 5 s of slack for a loaded machine (the time it took is printed).
+    // The claims abandoned at the end are reclaimed by the worker (or the upkeep): no record is
+    // left processing beyond its lease + a launcher restart (5 s, if the driver had just
+    // terminated it) + a worker round, + 5 s of slack for a loaded machine (the time it took
+    // is printed).
     let mut db = server.connect("chaos");
     // Plus claims that nobody will ever complete: the first transaction of the two-transaction
     // workflow, whose clients went away.
@@ -238,9 +279,10 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
 
     let mut keys: Vec<String> = stats.keys.lock().expect("keys").iter().cloned().collect();
     keys.sort();
-    drive_to_completion(ports, stats, &keys);
+    drive_to_completion(ports, user, stats, &keys);
     let acked = stats.acked.lock().expect("acked").clone();
     let report = audit(&mut db, &keys, &acked);
+    let upkept = upkeep.map(portable::Upkeep::stop);
     let killed = chaos.killed.lock().expect("killed").clone();
     let crashed = crashes(&server.log(), &killed);
     let unexpected = stats.unexpected.lock().expect("unexpected").clone();
@@ -258,18 +300,32 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
     } else {
         "flat".into()
     };
+    let maintenance = match &upkept {
+        None => format!(
+            "{} maintenance workers, {} launchers",
+            get(&chaos.worker_terminations),
+            get(&chaos.launcher_terminations)
+        ),
+        Some(u) => format!(
+            "{} upkeep sessions (upkeep: {} rounds, {} reclaimed, {} reconnects)",
+            get(&chaos.upkeep_terminations),
+            u.rounds,
+            u.reclaimed,
+            u.reconnects
+        ),
+    };
     println!(
-        "chaos figures ({sessions} sessions, {load_secs:.0} s of load, seed {seed}, {layout}):\n\
+        "chaos figures ({edition:?} edition, {sessions} sessions, {load_secs:.0} s of load, seed {seed}, {layout}):\n\
          requests            {}\n\
          keys                {}\n\
          claims              {}\n\
          replays             {}\n\
          takeovers           {}\n\
          fenced (P4012)      {}\n\
-         reclaimed late      {} (P4010/P4013: the worker reclaimed the lease first)\n\
+         reclaimed late      {} (P4010/P4013: the worker or upkeep reclaimed the lease first)\n\
          late sessions       {}\n\
          busy retries        {}\n\
-         terminations        {} clients, {} maintenance workers, {} launchers\n\
+         terminations        {} clients, {maintenance}\n\
          SIGKILLs            {}\n\
          immediate restarts  {}\n\
          reconnects          {}\n\
@@ -293,8 +349,6 @@ fn audit_under_chaos(name: &str, generations: bool, sessions: u64, seconds: u64)
         get(&stats.late_sessions),
         get(&stats.busy),
         get(&chaos.client_terminations),
-        get(&chaos.worker_terminations),
-        get(&chaos.launcher_terminations),
         get(&chaos.sigkills),
         get(&chaos.restarts),
         get(&stats.reconnects),

@@ -18,7 +18,7 @@ use common::{serial, wait_for_every};
 use faults::audit::{audit, crashes, drive_to_completion, wait_no_processing};
 use faults::chosen_major;
 use faults::server::Server;
-use faults::workload::{Conn, Load, Rng, SCHEMA, SCOPE, Stats, Workflow, get, request};
+use faults::workload::{Conn, Load, Rng, SCHEMA, SCOPE, SUPERUSER, Stats, Workflow, get, request};
 
 /// One pair at a time: the machine is shared.
 static SERIAL: Mutex<()> = Mutex::new(());
@@ -289,7 +289,7 @@ fn failover_synchronous_loses_nothing_acknowledged() {
     let left = wait_no_processing(&mut db, Instant::now() + Duration::from_secs(15));
     let mut keys: Vec<String> = stats.keys.lock().expect("keys").iter().cloned().collect();
     keys.sort();
-    drive_to_completion(&[standby.port], stats, &keys);
+    drive_to_completion(&[standby.port], SUPERUSER, stats, &keys);
     let mut acked = stats.acked.lock().expect("acked").clone();
     acked.extend(before.clone());
     keys.extend(before.keys().cloned());
@@ -425,7 +425,7 @@ fn failover_asynchronous_loses_effect_and_record_together() {
     // The clients retry the lost requests on the promoted server: each applied once there.
     maintenance_runs_on(&standby);
     let retry = Arc::new(Stats::default());
-    drive_to_completion(&[primary.port, standby.port], &retry, &lost_keys);
+    drive_to_completion(&[primary.port, standby.port], SUPERUSER, &retry, &lost_keys);
     let acked = retry.acked.lock().expect("acked").clone();
     let report = audit(&mut db, &lost_keys, &acked);
     assert!(report.clean(), "{report:?}");

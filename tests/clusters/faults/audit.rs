@@ -38,9 +38,10 @@ impl Audit {
     }
 }
 
-/// Requests every key once more with the one-transaction workflow until each has its outcome.
-pub fn drive_to_completion(ports: &[u16], stats: &Arc<Stats>, keys: &[String]) {
-    let mut conn = Conn::new(ports, stats.clone());
+/// Requests every key once more with the one-transaction workflow, as `user`, until each has
+/// its outcome.
+pub fn drive_to_completion(ports: &[u16], user: &str, stats: &Arc<Stats>, keys: &[String]) {
+    let mut conn = Conn::as_user(ports, user, stats.clone());
     let mut rng = Rng::new(1);
     for key in keys {
         let give_up = Instant::now() + Duration::from_secs(60);

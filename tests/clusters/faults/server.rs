@@ -182,8 +182,12 @@ impl Server {
     }
 
     pub fn conninfo(&self, dbname: &str) -> String {
+        self.conninfo_as(dbname, "postgres")
+    }
+
+    pub fn conninfo_as(&self, dbname: &str, user: &str) -> String {
         format!(
-            "host=127.0.0.1 port={} user=postgres dbname={dbname} application_name=idem-admin \
+            "host=127.0.0.1 port={} user={user} dbname={dbname} application_name=idem-admin \
              connect_timeout=5",
             self.port
         )
@@ -191,9 +195,14 @@ impl Server {
 
     /// A session, retried for up to a minute (the server may be recovering).
     pub fn connect(&self, dbname: &str) -> Client {
+        self.connect_as(dbname, "postgres")
+    }
+
+    /// A session of `user`, retried as [`Server::connect`]'s.
+    pub fn connect_as(&self, dbname: &str, user: &str) -> Client {
         let deadline = Instant::now() + Duration::from_secs(60);
         loop {
-            match Client::connect(&self.conninfo(dbname), NoTls) {
+            match Client::connect(&self.conninfo_as(dbname, user), NoTls) {
                 Ok(client) => return client,
                 Err(e) if Instant::now() < deadline => {
                     let _ = e;

@@ -13,6 +13,8 @@ mod flows;
 use flows::{Step, call, on_error, one_tx, two_tx};
 
 pub const SCOPE: &str = "chaos";
+/// The role the clients of the native tests connect as.
+pub const SUPERUSER: &str = "postgres";
 /// Lease of the two-transaction workflow: short, so that late sessions are taken over.
 pub const SHORT_LEASE: Duration = Duration::from_millis(1000);
 /// Lease of the one-transaction workflows (only a committed claim holds one).
@@ -20,8 +22,9 @@ pub const LEASE: &str = "5 seconds";
 
 /// The effects table and the function that `idem_call` runs. An effect names the attempt that
 /// made it, read from the claim's own (uncommitted) record; the response carries both.
-pub const SCHEMA: &str = "
-CREATE EXTENSION idempotency;
+macro_rules! effects {
+    () => {
+        "
 CREATE TABLE effects (
     id bigserial PRIMARY KEY,
     key text NOT NULL,
@@ -39,7 +42,13 @@ BEGIN
     INSERT INTO effects (key, attempt, workflow) VALUES (request->>'key', n, 'c') RETURNING id INTO e;
     RETURN jsonb_build_object('attempt', n, 'effect', e, 'workflow', 'c');
 END $$;
-";
+"
+    };
+}
+/// The workload's tables and function, for an edition installed already.
+pub const EFFECTS: &str = effects!();
+/// The native extension and [`EFFECTS`].
+pub const SCHEMA: &str = concat!("CREATE EXTENSION idempotency;", effects!());
 
 /// A response as the client received it: the attempt and the effect it names.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -116,13 +125,18 @@ pub struct Conn {
 }
 
 impl Conn {
+    /// As the superuser `postgres`.
     pub fn new(ports: &[u16], stats: Arc<Stats>) -> Conn {
+        Conn::as_user(ports, SUPERUSER, stats)
+    }
+
+    pub fn as_user(ports: &[u16], user: &str, stats: Arc<Stats>) -> Conn {
         let mut config = Config::new();
         for port in ports {
             config.host("127.0.0.1").port(*port);
         }
         config
-            .user("postgres")
+            .user(user)
             .dbname("chaos")
             .application_name("idem-chaos")
             .connect_timeout(Duration::from_secs(2))
@@ -268,7 +282,7 @@ pub fn request(
 /// A client session's loop until `stop`: pick a key (a new one, or one of the most recent,
 /// which other sessions may be working on), pick a workflow, and see the request through.
 pub fn session(
-    ports: Vec<u16>,
+    mut conn: Conn,
     stats: Arc<Stats>,
     next_key: Arc<AtomicU64>,
     prefix: String,
@@ -277,7 +291,6 @@ pub fn session(
     finish_within: Duration,
 ) {
     let mut rng = Rng::new(seed);
-    let mut conn = Conn::new(&ports, stats.clone());
     while !stop.load(Relaxed) {
         let newest = next_key.load(Relaxed);
         let n = if newest < 8 || rng.chance(40) {
@@ -300,6 +313,8 @@ pub fn session(
 /// the key sequence (tests/clusters/chaos.rs, tests/clusters/failover.rs).
 pub struct Load {
     pub ports: Vec<u16>,
+    /// The role the sessions connect as ([`SUPERUSER`] unless set).
+    pub user: &'static str,
     pub stats: Arc<Stats>,
     pub stop: Arc<AtomicBool>,
     pub next_key: Arc<AtomicU64>,
@@ -310,6 +325,7 @@ impl Load {
     pub fn new(ports: Vec<u16>) -> Load {
         Load {
             ports,
+            user: SUPERUSER,
             stats: Arc::new(Stats::default()),
             stop: Arc::new(AtomicBool::new(false)),
             next_key: Arc::new(AtomicU64::new(0)),
@@ -334,9 +350,10 @@ impl Load {
                     self.next_key.clone(),
                     self.stop.clone(),
                 );
+                let conn = Conn::as_user(&ports, self.user, stats.clone());
                 let (prefix, seed) = (prefix.to_string(), seed(i));
                 scope.spawn(move || {
-                    session(ports, stats, next_key, prefix, stop, seed, finish_within)
+                    session(conn, stats, next_key, prefix, stop, seed, finish_within)
                 })
             })
             .collect()
