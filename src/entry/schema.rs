@@ -80,8 +80,18 @@ extension_sql_file!(
     requires = ["layout"]
 );
 
+// outbox_cdc.rs (cdc_hmac)
+extension_sql_file!("../../sql/cdc.sql", name = "cdc", requires = ["consumers"]);
+
 extension_sql_file!(
     "../../sql/grants.sql",
     name = "grants",
-    requires = ["consumers", "maintenance", "metrics", "layout", "rotate"]
+    requires = [
+        "consumers",
+        "maintenance",
+        "metrics",
+        "layout",
+        "rotate",
+        "cdc"
+    ]
 );
