@@ -464,18 +464,13 @@ COMMENT ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text
 REVOKE ALL ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 
 -- ---- issue #32, finding 5: CDC message ids keyed by a per-database secret, and signed
--- ---- (new table and functions, as in sql/cdc.sql; keep the two identical until 0.2.0 is
--- ---- released). Roles that may INSERT into the outbox get EXECUTE on the new functions.
--- HMAC-SHA256 (RFC 2104) of message under key.
-CREATE FUNCTION idempotency.cdc_hmac(key pg_catalog.bytea, message pg_catalog.bytea)
-RETURNS pg_catalog.bytea
-LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
-
+-- ---- (new table and functions, as in sql/cdc.sql and sql/cdc_sign.sql; keep them identical
+-- ---- until 0.2.0 is released). Roles that may INSERT into the outbox get EXECUTE on the new
+-- ---- functions.
 -- A per-database secret that only the tables' owner reads. pg_dump keeps it (extension
 -- config), so a restore keeps the ids; the oldest row is the secret, so the row a restore's
 -- CREATE EXTENSION makes loses to the restored one.
-CREATE TABLE IF NOT EXISTS idempotency.cdc_secret (
+CREATE TABLE idempotency.cdc_secret (
     secret pg_catalog.bytea NOT NULL
         CONSTRAINT cdc_secret_length_check CHECK (pg_catalog.octet_length(secret) OPERATOR(pg_catalog.=) 32),
     created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
@@ -486,9 +481,14 @@ INSERT INTO idempotency.cdc_secret (secret)
 SELECT pg_catalog.sha256(pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
            OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
            OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
-           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid()))
- WHERE NOT EXISTS (SELECT FROM idempotency.cdc_secret);
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
 SELECT pg_catalog.pg_extension_config_dump('idempotency.cdc_secret', '');
+
+-- HMAC-SHA256 (RFC 2104) of message under key.
+CREATE FUNCTION idempotency.cdc_hmac(key pg_catalog.bytea, message pg_catalog.bytea)
+RETURNS pg_catalog.bytea
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
 
 -- The content of a cdc_message put: message_id is HMAC(secret, topic || 0x00 || dedupe_key)
 -- as a uuid (random without a dedupe key), and signature the hex HMAC of the rest as jsonb
@@ -580,6 +580,19 @@ BEGIN
     END LOOP;
 END
 $grant$;
+
+-- The definer functions belong to the secret's owner, the tables' owner, even when another
+-- role (a superuser's portable.sh --update) created them.
+DO $owner$
+DECLARE
+    owner_ constant pg_catalog.regrole := (SELECT c.relowner::pg_catalog.regrole FROM pg_catalog.pg_class AS c
+                                           WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass);
+BEGIN
+    EXECUTE pg_catalog.format('ALTER FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, '
+        'pg_catalog.jsonb) OWNER TO %s', owner_);
+    EXECUTE pg_catalog.format('ALTER FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) OWNER TO %s', owner_);
+END
+$owner$;
 
 -- ---- issue #25: lease and retention bounded to 100 years (requests_intervals_check, as in
 -- ---- sql/bootstrap.sql), so that upkeep's now() + retention never leaves the timestamp range.

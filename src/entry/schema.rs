@@ -80,8 +80,15 @@ extension_sql_file!(
     requires = ["layout"]
 );
 
-// outbox_cdc.rs (cdc_hmac)
+// plain SQL (docs/cdc.md): the CDC secret
 extension_sql_file!("../../sql/cdc.sql", name = "cdc", requires = ["consumers"]);
+
+// outbox_cdc.rs (cdc_hmac)
+extension_sql_file!(
+    "../../sql/cdc_sign.sql",
+    name = "cdc_sign",
+    requires = ["cdc"]
+);
 
 extension_sql_file!(
     "../../sql/grants.sql",
@@ -92,6 +99,6 @@ extension_sql_file!(
         "metrics",
         "layout",
         "rotate",
-        "cdc"
+        "cdc_sign"
     ]
 );

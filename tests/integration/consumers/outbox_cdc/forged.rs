@@ -177,7 +177,8 @@ fn a_forged_message_is_dropped_and_the_genuine_one_applied_in(edition: &str) {
     db.batch_execute(&format!(
         "SELECT pg_create_logical_replication_slot('{name}', 'test_decoding');
          CREATE TABLE effects (message_id uuid NOT NULL, n int NOT NULL);
-         GRANT INSERT ON effects TO cdc_forge_app;
+         CREATE TABLE naive_effects (message_id uuid NOT NULL, n int NOT NULL);
+         GRANT INSERT ON effects, naive_effects TO cdc_forge_app;
          ALTER DATABASE {name} SET idempotency.outbox_delivery = cdc_message;"
     ))
     .expect("set-up");
@@ -245,6 +246,29 @@ fn a_forged_message_is_dropped_and_the_genuine_one_applied_in(edition: &str) {
             tx.commit().expect("commit");
         }
     }
+    // The finding: a consumer that does not verify applies the forgery with the real id and
+    // then drops the genuine message as a duplicate.
+    let naive = CONSUME
+        .replace("effects", "naive_effects")
+        .replace("'sink'", "'naive'")
+        .replace("idem_cdc_verify(doc)", "true");
+    for content in &deliveries {
+        // The genuine message is refused: a duplicate id with another hash (P4050).
+        let _ = app.execute(naive.as_str(), &[content]);
+    }
+    assert_eq!(
+        count(
+            &mut db,
+            "SELECT count(*) FROM naive_effects WHERE n = 667 AND message_id::text = (SELECT message_id::text FROM effects)"
+        ),
+        1,
+        "{edition}: without the check, the forgery with the real id is applied"
+    );
+    assert_eq!(
+        count(&mut db, "SELECT count(*) FROM naive_effects WHERE n = 1"),
+        0,
+        "{edition}: and the genuine message is lost"
+    );
     let effects: Vec<(String, i32)> = db
         .query("SELECT message_id::text, n FROM effects", &[])
         .expect("effects")
@@ -253,7 +277,10 @@ fn a_forged_message_is_dropped_and_the_genuine_one_applied_in(edition: &str) {
         .collect();
     assert_eq!(effects, vec![(real_id.clone(), 1)], "{edition}");
     assert_eq!(
-        count(&mut db, "SELECT count(*) FROM idempotency.inbox"),
+        count(
+            &mut db,
+            "SELECT count(*) FROM idempotency.inbox WHERE consumer = 'sink'"
+        ),
         1,
         "{edition}: no forged id recorded"
     );
