@@ -510,7 +510,7 @@ BEGIN
     SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
     IF key_ IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
-            HINT = 'Restore its row, or run the install or update script again, which makes a new one (message ids change).';
+            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
     END IF;
     doc := pg_catalog.jsonb_build_object(
         'message_id'::pg_catalog.text, CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()

@@ -82,10 +82,14 @@ fn cdc_hmac_is_rfc_4231_on_both_editions_byte_for_byte() {
     }
 }
 
+/// The roles are the cluster's and two tests make them at once: a concurrent CREATE ROLE
+/// fails with unique_violation rather than duplicate_object.
 fn roles(db: &mut Client) {
     db.batch_execute(
-        "DO $$ BEGIN CREATE ROLE cdc_forge_app LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
-         DO $$ BEGIN CREATE ROLE cdc_forger LOGIN; EXCEPTION WHEN duplicate_object THEN NULL; END $$;
+        "DO $$ BEGIN CREATE ROLE cdc_forge_app LOGIN;
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
+         DO $$ BEGIN CREATE ROLE cdc_forger LOGIN;
+             EXCEPTION WHEN duplicate_object OR unique_violation THEN NULL; END $$;
          SELECT idem_grant('cdc_forge_app', 'app');",
     )
     .expect("roles");
