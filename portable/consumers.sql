@@ -216,19 +216,10 @@ BEGIN
                     MESSAGE = 'idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox''s row-level security policies',
                     HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
             END IF;
+            -- The signed content, its id keyed by the owner's secret (sql/cdc.sql).
             RETURN pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_logical_emit_message(true,
-                'idempotency.outbox'::pg_catalog.text, pg_catalog.jsonb_build_object(
-                  'message_id'::pg_catalog.text, CASE WHEN idem_outbox_put.dedupe_key IS NULL
-                    THEN pg_catalog.gen_random_uuid()
-                    ELSE pg_catalog.substr(pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(
-                      pg_catalog.format('%s:%s:%s'::pg_catalog.text, pg_catalog.octet_length(idem_outbox_put.topic),
-                                        idem_outbox_put.topic, idem_outbox_put.dedupe_key),
-                      'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END,
-                  'topic'::pg_catalog.text, idem_outbox_put.topic,
-                  'dedupe_key'::pg_catalog.text, idem_outbox_put.dedupe_key,
-                  'payload'::pg_catalog.text, idem_outbox_put.payload,
-                  'headers'::pg_catalog.text, idem_outbox_put.headers,
-                  'created_at'::pg_catalog.text, pg_catalog.now())::pg_catalog.text),
+                'idempotency.outbox'::pg_catalog.text, idempotency.cdc_message(idem_outbox_put.topic,
+                  idem_outbox_put.dedupe_key, idem_outbox_put.payload, idem_outbox_put.headers)),
                 '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8;
         END IF;
     END IF;

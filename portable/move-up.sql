@@ -19,6 +19,31 @@ SET LOCAL search_path = pg_catalog, pg_temp;
 -- policy, trigger, rule or view swapped in meanwhile), and a policy would raise, not run.
 SET LOCAL row_security = off;
 LOCK TABLE idempotency.requests, idempotency.inbox, idempotency.versions, idempotency.outbox IN ACCESS EXCLUSIVE MODE;
+-- The CDC secret moves too, so message ids stay the same (older releases had no such table).
+DO $secret$
+BEGIN
+    IF pg_catalog.to_regclass('idempotency.cdc_secret'::pg_catalog.text) IS NULL THEN
+        RETURN;
+    END IF;
+    LOCK TABLE idempotency.cdc_secret IN ACCESS EXCLUSIVE MODE;
+    IF EXISTS (SELECT FROM pg_catalog.pg_class AS c
+                WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
+                  AND (c.relkind OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" OR c.relrowsecurity OR c.relforcerowsecurity
+                       OR EXISTS (SELECT FROM pg_catalog.pg_policy AS p WHERE p.polrelid OPERATOR(pg_catalog.=) c.oid)
+                       OR EXISTS (SELECT FROM pg_catalog.pg_rewrite AS r WHERE r.ev_class OPERATOR(pg_catalog.=) c.oid)
+                       OR c.relowner OPERATOR(pg_catalog.<>) (SELECT q.relowner FROM pg_catalog.pg_class AS q
+                                                              WHERE q.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass)))
+       OR (SELECT pg_catalog.count(*) FROM pg_catalog.pg_attribute AS a
+            WHERE a.attrelid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
+              AND ((a.attname OPERATOR(pg_catalog.=) 'secret'::pg_catalog.name AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.bytea'::pg_catalog.regtype::pg_catalog.oid)
+                   OR (a.attname OPERATOR(pg_catalog.=) 'created_at'::pg_catalog.name
+                       AND a.atttypid OPERATOR(pg_catalog.=) 'pg_catalog.timestamptz'::pg_catalog.regtype::pg_catalog.oid))
+              AND NOT a.attisdropped) OPERATOR(pg_catalog.<>) 2 THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'cannot move up: idempotency.cdc_secret is not the portable edition''s own table',
+            HINT = 'The move-up reads only the portable edition''s own tables, as it made them; restore them, or move up by dump and restore (docs/managed.md).';
+    END IF;
+END
+$secret$;
 DO $check$
 DECLARE
     why pg_catalog.text;
@@ -124,13 +149,14 @@ CREATE TEMPORARY TABLE idem_up_outbox (id pg_catalog.int8, message_id pg_catalog
     attempts pg_catalog.int4, available_at pg_catalog.timestamptz, leased_until pg_catalog.timestamptz,
     last_error pg_catalog.text, created_at pg_catalog.timestamptz, published_at pg_catalog.timestamptz) ON COMMIT DROP;
 CREATE TEMPORARY TABLE idem_up_seq (last_value pg_catalog.int8, is_called pg_catalog.bool) ON COMMIT DROP;
+CREATE TEMPORARY TABLE idem_up_secret (secret pg_catalog.bytea, created_at pg_catalog.timestamptz) ON COMMIT DROP;
 DO $read$
 DECLARE
     owner_ constant pg_catalog.regrole := (SELECT c.relowner::pg_catalog.regrole FROM pg_catalog.pg_class AS c
                                            WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass);
 BEGIN
     EXECUTE pg_catalog.format('GRANT INSERT ON pg_temp.idem_up_requests, pg_temp.idem_up_inbox, pg_temp.idem_up_versions, '
-        'pg_temp.idem_up_outbox, pg_temp.idem_up_seq TO %s', owner_);
+        'pg_temp.idem_up_outbox, pg_temp.idem_up_seq, pg_temp.idem_up_secret TO %s', owner_);
     PERFORM pg_catalog.set_config('role'::pg_catalog.text,
         (SELECT r.rolname::pg_catalog.text FROM pg_catalog.pg_roles AS r WHERE r.oid OPERATOR(pg_catalog.=) owner_::pg_catalog.oid), true);
     INSERT INTO pg_temp.idem_up_requests
@@ -146,6 +172,9 @@ BEGIN
            o.leased_until, o.last_error, o.created_at, o.published_at
       FROM idempotency.outbox AS o;
     INSERT INTO pg_temp.idem_up_seq SELECT s.last_value, s.is_called FROM idempotency.outbox_id_seq AS s;
+    IF pg_catalog.to_regclass('idempotency.cdc_secret'::pg_catalog.text) IS NOT NULL THEN
+        INSERT INTO pg_temp.idem_up_secret SELECT s.secret, s.created_at FROM idempotency.cdc_secret AS s;
+    END IF;
     PERFORM pg_catalog.set_config('role'::pg_catalog.text, 'none'::pg_catalog.text, true);
 END
 $read$;
@@ -188,6 +217,9 @@ SELECT u.id, u.message_id, u.topic, u.dedupe_key, u.payload, u.headers, u.status
   FROM pg_temp.idem_up_outbox AS u;
 SELECT pg_catalog.setval('idempotency.outbox_id_seq'::pg_catalog.regclass, s.last_value, s.is_called)
   FROM pg_temp.idem_up_seq AS s;
+-- The portable edition's secret replaces the one CREATE EXTENSION made.
+DELETE FROM idempotency.cdc_secret WHERE EXISTS (SELECT FROM pg_temp.idem_up_secret);
+INSERT INTO idempotency.cdc_secret (secret, created_at) SELECT u.secret, u.created_at FROM pg_temp.idem_up_secret AS u;
 DROP SCHEMA idempotency_portable CASCADE;
 DROP TYPE @extschema@.idem_status_portable;
 DROP TYPE @extschema@.idem_outcome_portable;

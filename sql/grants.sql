@@ -14,7 +14,9 @@ SELECT CASE
         'USAGE ON SCHEMA idempotency',
         'SELECT, INSERT, UPDATE, DELETE ON idempotency.requests',
         'SELECT, INSERT, UPDATE ON idempotency.inbox, idempotency.versions',
-        'SELECT, INSERT ON idempotency.outbox']
+        'SELECT, INSERT ON idempotency.outbox',
+        'EXECUTE ON FUNCTION idempotency.cdc_message(text,text,jsonb,jsonb)',
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)']
     WHEN profile OPERATOR(pg_catalog.=) 'publisher' THEN ARRAY[
         'USAGE ON SCHEMA idempotency',
         'SELECT, UPDATE ON idempotency.outbox']
@@ -57,7 +59,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION @extschema@.idem_grant(pg_catalog.regrole, pg_catalog.text) IS
-    'Grant a role the privileges of a profile: app (claims, inbox, ordered updates, outbox put), publisher (outbox take/ack/nack), upkeep (purges and reclaims by hand), monitor (stats and metrics)';
+    'Grant a role the privileges of a profile: app (claims, inbox, ordered updates, outbox put, CDC messages signed and verified), publisher (outbox take/ack/nack), upkeep (purges and reclaims by hand), monitor (stats and metrics)';
 
 CREATE FUNCTION @extschema@.idem_revoke(role pg_catalog.regrole, profile pg_catalog.text)
 RETURNS void

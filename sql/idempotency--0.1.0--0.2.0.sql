@@ -44,7 +44,9 @@ SELECT CASE
         'USAGE ON SCHEMA idempotency',
         'SELECT, INSERT, UPDATE, DELETE ON idempotency.requests',
         'SELECT, INSERT, UPDATE ON idempotency.inbox, idempotency.versions',
-        'SELECT, INSERT ON idempotency.outbox']
+        'SELECT, INSERT ON idempotency.outbox',
+        'EXECUTE ON FUNCTION idempotency.cdc_message(text,text,jsonb,jsonb)',
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)']
     WHEN profile OPERATOR(pg_catalog.=) 'publisher' THEN ARRAY[
         'USAGE ON SCHEMA idempotency',
         'SELECT, UPDATE ON idempotency.outbox']
@@ -87,7 +89,7 @@ BEGIN
 END
 $$;
 COMMENT ON FUNCTION @extschema@.idem_grant(pg_catalog.regrole, pg_catalog.text) IS
-    'Grant a role the privileges of a profile: app (claims, inbox, ordered updates, outbox put), publisher (outbox take/ack/nack), upkeep (purges and reclaims by hand), monitor (stats and metrics)';
+    'Grant a role the privileges of a profile: app (claims, inbox, ordered updates, outbox put, CDC messages signed and verified), publisher (outbox take/ack/nack), upkeep (purges and reclaims by hand), monitor (stats and metrics)';
 
 CREATE FUNCTION @extschema@.idem_revoke(role pg_catalog.regrole, profile pg_catalog.text)
 RETURNS void
@@ -460,6 +462,137 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text, pg_catalog.int4) IS
     'Citus: distribute idempotency.requests by key or scope and delegate the hot functions to the shard''s worker';
 REVOKE ALL ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
+
+-- ---- issue #32, finding 5: CDC message ids keyed by a per-database secret, and signed
+-- ---- (new table and functions, as in sql/cdc.sql and sql/cdc_sign.sql; keep them identical
+-- ---- until 0.2.0 is released). Roles that may INSERT into the outbox get EXECUTE on the new
+-- ---- functions.
+-- A per-database secret that only the tables' owner reads. pg_dump keeps it (extension
+-- config), so a restore keeps the ids; the oldest row is the secret, so the row a restore's
+-- CREATE EXTENSION makes loses to the restored one.
+CREATE TABLE idempotency.cdc_secret (
+    secret pg_catalog.bytea NOT NULL
+        CONSTRAINT cdc_secret_length_check CHECK (pg_catalog.octet_length(secret) OPERATOR(pg_catalog.=) 32),
+    created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
+-- 488 bits of gen_random_uuid() (pg_strong_random) hashed down to 32 bytes.
+INSERT INTO idempotency.cdc_secret (secret)
+SELECT pg_catalog.sha256(pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
+SELECT pg_catalog.pg_extension_config_dump('idempotency.cdc_secret', '');
+
+-- HMAC-SHA256 (RFC 2104) of message under key.
+CREATE FUNCTION idempotency.cdc_hmac(key pg_catalog.bytea, message pg_catalog.bytea)
+RETURNS pg_catalog.bytea
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
+
+-- The content of a cdc_message put: message_id is HMAC(secret, topic || 0x00 || dedupe_key)
+-- as a uuid (random without a dedupe key), and signature the hex HMAC of the rest as jsonb
+-- text, which idem_cdc_verify recomputes. SECURITY DEFINER to read the secret: EXECUTE goes
+-- with the outbox's INSERT (idem_grant's app profile), never to PUBLIC.
+CREATE FUNCTION idempotency.cdc_message(
+    topic pg_catalog.text,
+    dedupe_key pg_catalog.text,
+    payload pg_catalog.jsonb,
+    headers pg_catalog.jsonb
+) RETURNS pg_catalog.text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    key_ pg_catalog.bytea;
+    doc pg_catalog.jsonb;
+BEGIN
+    SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
+    IF key_ IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
+            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
+    END IF;
+    doc := pg_catalog.jsonb_build_object(
+        'message_id'::pg_catalog.text, CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
+            ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_hmac(key_,
+                     pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
+                     OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
+                 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END,
+        'topic'::pg_catalog.text, topic, 'dedupe_key'::pg_catalog.text, dedupe_key,
+        'payload'::pg_catalog.text, payload, 'headers'::pg_catalog.text, headers,
+        'created_at'::pg_catalog.text, pg_catalog.now());
+    RETURN (doc OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature'::pg_catalog.text,
+        pg_catalog.encode(idempotency.cdc_hmac(key_, pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name)),
+                          'hex'::pg_catalog.text)))::pg_catalog.text;
+END
+$fn$;
+REVOKE ALL ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'Internal: the signed content of a cdc_message put, its message_id keyed by this database''s secret';
+
+-- true when the message (a cdc_message put's content, parsed) carries this database's
+-- signature: a consumer checks it before idem_inbox_accept, so a forged message is dropped
+-- without taking the id of the genuine one.
+CREATE FUNCTION @extschema@.idem_cdc_verify(message pg_catalog.jsonb)
+RETURNS pg_catalog.bool
+LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    sig pg_catalog.text;
+    key_ pg_catalog.bytea;
+BEGIN
+    IF pg_catalog.jsonb_typeof(message) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text THEN
+        RETURN false;
+    END IF;
+    sig := message OPERATOR(pg_catalog.->>) 'signature'::pg_catalog.text;
+    IF sig IS NULL OR sig OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'::pg_catalog.text THEN
+        RETURN false;
+    END IF;
+    SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
+    IF key_ IS NULL THEN
+        RETURN false;
+    END IF;
+    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC.
+    RETURN pg_catalog.sha256(idempotency.cdc_hmac(key_, pg_catalog.convert_to(
+               (message OPERATOR(pg_catalog.-) 'signature'::pg_catalog.text)::pg_catalog.text, 'UTF8'::pg_catalog.name)))
+           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text));
+END
+$fn$;
+REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) IS
+    'true when a cdc_message put''s content carries this database''s signature: drop a message for which it is false before idem_inbox_accept';
+
+-- Whoever may already put into the outbox keeps putting cdc_message and verifying after an
+-- update (a fresh install has no such role yet).
+DO $grant$
+DECLARE
+    r pg_catalog.regrole;
+BEGIN
+    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
+               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass
+                AND a.privilege_type OPERATOR(pg_catalog.=) 'INSERT'::pg_catalog.text
+                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, '
+            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb) TO %s', r);
+    END LOOP;
+END
+$grant$;
+
+-- The definer functions belong to the secret's owner, the tables' owner, even when another
+-- role (a superuser's portable.sh --update) created them.
+DO $owner$
+DECLARE
+    owner_ constant pg_catalog.regrole := (SELECT c.relowner::pg_catalog.regrole FROM pg_catalog.pg_class AS c
+                                           WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass);
+BEGIN
+    EXECUTE pg_catalog.format('ALTER FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, '
+        'pg_catalog.jsonb) OWNER TO %s', owner_);
+    EXECUTE pg_catalog.format('ALTER FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) OWNER TO %s', owner_);
+END
+$owner$;
 
 -- ---- issue #25: lease and retention bounded to 100 years (requests_intervals_check, as in
 -- ---- sql/bootstrap.sql), so that upkeep's now() + retention never leaves the timestamp range.

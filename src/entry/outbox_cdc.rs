@@ -9,8 +9,15 @@
 //! Both need `wal_level = logical` (without it the message would vanish unseen) and INSERT on
 //! the outbox, as a polled put does. `cdc_message` writes no row for the table's row-level
 //! security policies to check, so under them it is refused (0A000): tenants use `cdc_table`.
+//!
+//! A message's content, keyed id and signature come from `idempotency.cdc_message`
+//! (sql/cdc.sql, shared by both editions), which needs the per-database secret only the tables'
+//! owner reads; `cdc_hmac` below is its HMAC-SHA256, which the portable edition writes in SQL.
 
+use hmac::{Hmac, Mac};
 use pgrx::pg_sys::{self, Datum, Oid};
+use pgrx::prelude::*;
+use sha2::Sha256;
 
 use crate::base::access;
 use crate::base::errors::{self, IdemError, Result};
@@ -32,21 +39,25 @@ pub(crate) static PUT_PUBLISHED: Statement = Statement {
 };
 
 /// `cdc_message`: the message's WAL position (as a number) is what the put returns. Its
-/// message_id is derived from (topic, dedupe_key) when there is a dedupe key, so that every put
-/// of that pair carries the same id for consumers to deduplicate by; random otherwise.
+/// content (with its keyed message_id and signature) is made by `idempotency.cdc_message`, a
+/// SECURITY DEFINER function of sql/cdc.sql: the secret stays with the tables' owner.
 static EMIT: Statement = Statement {
     sql: "SELECT pg_catalog.pg_wal_lsn_diff(pg_catalog.pg_logical_emit_message(true, \
-            'idempotency.outbox'::pg_catalog.text, pg_catalog.jsonb_build_object( \
-              'message_id'::pg_catalog.text, CASE WHEN $2 IS NULL THEN pg_catalog.gen_random_uuid() \
-                ELSE pg_catalog.substr(pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to( \
-                  pg_catalog.format('%s:%s:%s'::pg_catalog.text, pg_catalog.octet_length($1), $1, $2), \
-                  'UTF8'::pg_catalog.name)), 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END, \
-              'topic'::pg_catalog.text, $1, 'dedupe_key'::pg_catalog.text, $2, \
-              'payload'::pg_catalog.text, $3, 'headers'::pg_catalog.text, $4, \
-              'created_at'::pg_catalog.text, pg_catalog.now())::pg_catalog.text), \
+            'idempotency.outbox'::pg_catalog.text, idempotency.cdc_message($1, $2, $3, $4)), \
             '0/0'::pg_catalog.pg_lsn)::pg_catalog.int8",
     args: &[TEXT, TEXT, JSONB, JSONB],
 };
+
+/// HMAC-SHA256 (RFC 2104) of `message` under `key`: sql/cdc.sql declares it
+/// (`idempotency.cdc_hmac`) for its message ids and signatures. The portable edition's SQL one
+/// (portable/cdc.sql) must give the same bytes.
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
+fn cdc_hmac(key: &[u8], message: &[u8]) -> Vec<u8> {
+    // HMAC takes a key of any length (a long one is hashed first): this never fails.
+    let mut mac = <Hmac<Sha256> as Mac>::new_from_slice(key).expect("any key length");
+    mac.update(message);
+    mac.finalize().into_bytes().to_vec()
+}
 
 /// The delivery in force, after checking that a CDC delivery can work here, in this order:
 /// INSERT on the outbox, the server decodes logical changes, the message is not one for later

@@ -80,8 +80,25 @@ extension_sql_file!(
     requires = ["layout"]
 );
 
+// plain SQL (docs/cdc.md): the CDC secret
+extension_sql_file!("../../sql/cdc.sql", name = "cdc", requires = ["consumers"]);
+
+// outbox_cdc.rs (cdc_hmac)
+extension_sql_file!(
+    "../../sql/cdc_sign.sql",
+    name = "cdc_sign",
+    requires = ["cdc"]
+);
+
 extension_sql_file!(
     "../../sql/grants.sql",
     name = "grants",
-    requires = ["consumers", "maintenance", "metrics", "layout", "rotate"]
+    requires = [
+        "consumers",
+        "maintenance",
+        "metrics",
+        "layout",
+        "rotate",
+        "cdc_sign"
+    ]
 );

@@ -221,6 +221,19 @@ mod tests {
             "SELECT idempotency.claim_policy_probe('g', 'probe', 'h', NULL)",
             &["app"],
         ),
+        // CDC messages (docs/cdc.md): signing and verifying read the secret, so they are the
+        // app profile's; the HMAC itself is pure.
+        (
+            "cdc_hmac",
+            "SELECT idempotency.cdc_hmac('k', 'm')",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
+        (
+            "cdc_message",
+            "SELECT idempotency.cdc_message('t', 'k', '{}', NULL)",
+            &["app"],
+        ),
+        ("idem_cdc_verify", "SELECT idem_cdc_verify('{}')", &["app"]),
     ];
 
     #[pg_test]

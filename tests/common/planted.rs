@@ -93,7 +93,7 @@ pub const MARK: &str = "CREATE TABLE public.marks (who text, su bool);
 
 /// Run by the owner of a portable install, after [`MARK`]: look-alikes of the edition's
 /// functions (a text overload of `idem_hash`, of the helpers), a cast of its enum, triggers on
-/// every table and a rule, for an update a superuser runs.
+/// every table and rules (the CDC secret's too), for an update a superuser runs.
 pub const UPDATE_PLANTS: &str = "CREATE FUNCTION public.idem_hash(t text) RETURNS text LANGUAGE sql
            AS $$ SELECT CASE WHEN public.mark() THEN 'x' END $$;
          CREATE FUNCTION idempotency.portable_quote(t text, u text) RETURNS text LANGUAGE sql
@@ -105,4 +105,7 @@ pub const UPDATE_PLANTS: &str = "CREATE FUNCTION public.idem_hash(t text) RETURN
            FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
          CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.outbox
            FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
-         CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();";
+         CREATE RULE r AS ON INSERT TO idempotency.versions DO ALSO SELECT public.mark();
+         CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.cdc_secret
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();
+         CREATE RULE r AS ON INSERT TO idempotency.cdc_secret DO ALSO SELECT public.mark();";

@@ -15,6 +15,9 @@ use common::Cluster;
 
 crate::own_database!();
 
+const CDC_ID_SQL: &str =
+    "SELECT idempotency.cdc_message('t', 'k', '{}', NULL)::jsonb->>'message_id'";
+
 fn run(program: &Path, args: &[&str]) {
     let out = Command::new(program)
         .env_remove("RUST_BACKTRACE")
@@ -64,6 +67,9 @@ fn dump_and_restore_into_a_fresh_cluster() {
     )
     .expect("grant");
     let rows = fixtures::rows(&mut db);
+    // A cdc_message id, keyed by this database's secret (docs/cdc.md): the restore keeps it.
+    let cdc_id = CDC_ID_SQL;
+    let id_before: String = db.query_one(cdc_id, &[]).expect("cdc id").get(0);
     let max_id: i64 = db
         .query_one("SELECT max(id) FROM idempotency.outbox", &[])
         .expect("max id")
@@ -99,6 +105,8 @@ fn dump_and_restore_into_a_fresh_cluster() {
 
     let mut restored = target.connect("restored");
     assert_eq!(fixtures::rows(&mut restored), rows, "rows lost or changed");
+    let id_after: String = restored.query_one(cdc_id, &[]).expect("cdc id").get(0);
+    assert_eq!(id_after, id_before, "the CDC secret was not restored");
     let granted: bool = restored
         .query_one(
             "SELECT has_table_privilege('idem_dump_app', 'idempotency.requests', 'INSERT') \

@@ -237,14 +237,49 @@ fn outcomes_fencing_expiry_and_takeovers() {
 #[test]
 fn the_update_script_replaces_the_functions_and_keeps_the_rows() {
     let mut db = install("portable_update");
+    cluster()
+        .connect("postgres")
+        .batch_execute(
+            "DO $$ BEGIN CREATE ROLE portable_update_app; \
+             EXCEPTION WHEN duplicate_object THEN NULL; END $$",
+        )
+        .expect("role");
     db.batch_execute(
         "SELECT idem_claim('u', 'k', 'h'); SELECT idem_complete('u', 'k', '{\"id\": 3}'); \
          CREATE OR REPLACE FUNCTION public.idem_version() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE \
-         SET search_path = pg_catalog, pg_temp AS $$ SELECT '0.1.9'::text $$",
+         SET search_path = pg_catalog, pg_temp AS $$ SELECT '0.1.9'::text $$; \
+         DROP FUNCTION idempotency.cdc_message(text, text, jsonb, jsonb), public.idem_cdc_verify(jsonb); \
+         DROP TABLE idempotency.cdc_secret; \
+         GRANT USAGE ON SCHEMA idempotency TO portable_update_app; \
+         GRANT SELECT, INSERT ON idempotency.outbox TO portable_update_app;",
     )
-    .expect("an earlier release");
+    .expect("an earlier release, without the CDC secret (issue 32)");
     db.batch_execute(&common::portable_script(&["--update"]))
         .expect("the update");
+    // The update brings the secret, and EXECUTE to whoever may already put into the outbox.
+    let secret = common::answer(
+        &mut db,
+        "SELECT string_agg(secret::text, ',') FROM idempotency.cdc_secret",
+    );
+    assert_eq!(secret.len(), 66, "one secret of 32 bytes: {secret}");
+    assert_eq!(
+        common::answer(
+            &mut db,
+            "SELECT has_function_privilege('portable_update_app', \
+             'idempotency.cdc_message(text, text, jsonb, jsonb)', 'EXECUTE')::text"
+        ),
+        "true"
+    );
+    db.batch_execute(&common::portable_script(&["--update"]))
+        .expect("the update again");
+    assert_eq!(
+        common::answer(
+            &mut db,
+            "SELECT string_agg(secret::text, ',') FROM idempotency.cdc_secret"
+        ),
+        secret,
+        "a second update keeps the secret"
+    );
     assert_eq!(
         common::answer(&mut db, "SELECT idem_version()"),
         env!("CARGO_PKG_VERSION")

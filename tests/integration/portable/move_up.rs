@@ -8,6 +8,9 @@ use crate::common;
 
 use common::{answer, count};
 
+/// A cdc_message id, keyed by the database's secret (docs/cdc.md): moving up keeps it.
+const CDC_ID: &str = "SELECT idempotency.cdc_message('t', 'k', '{}', NULL)::jsonb->>'message_id'";
+
 #[test]
 fn a_portable_database_moves_up_to_the_native_extension_in_place() {
     let c = common::cluster();
@@ -38,6 +41,8 @@ fn a_portable_database_moves_up_to_the_native_extension_in_place() {
         )
         .expect("portable state");
     let before = count(&mut owner, "SELECT count(*) FROM idempotency.requests");
+    let cdc_id = answer(&mut owner, CDC_ID);
+    let signed = answer(&mut owner, &CDC_ID.replace("::jsonb->>'message_id'", ""));
     drop(owner);
 
     let mut admin = c.connect("portable_up");
@@ -59,6 +64,19 @@ fn a_portable_database_moves_up_to_the_native_extension_in_place() {
         0
     );
     admin.batch_execute("SELECT idem_grant('portable_up_owner', 'app'); SELECT idem_grant('portable_up_owner', 'publisher')").expect("grants again");
+    assert_eq!(
+        answer(&mut admin, CDC_ID),
+        cdc_id,
+        "the same CDC message id"
+    );
+    let verified = admin
+        .query_one("SELECT idem_cdc_verify($1::text::jsonb)", &[&signed])
+        .expect("verify")
+        .get::<_, bool>(0);
+    assert!(
+        verified,
+        "a message signed before the move verifies after it"
+    );
     let mut db = c.connect_as("portable_up", "portable_up_owner");
     assert_eq!(
         count(&mut db, "SELECT count(*) FROM idempotency.requests"),
@@ -210,6 +228,7 @@ fn a_portable_database_moves_up_by_dump_and_restore() {
     .expect("portable state");
     let stored = records(&mut src);
     assert_eq!(stored.len(), 44);
+    let cdc_id = answer(&mut src, CDC_ID);
     drop(src);
     let dir = std::env::temp_dir().join(format!("idem-dump-{}", std::process::id()));
     std::fs::create_dir_all(&dir).expect("dump dir");
@@ -268,6 +287,11 @@ fn a_portable_database_moves_up_by_dump_and_restore() {
             ),
             "c",
             "{name}: native"
+        );
+        assert_eq!(
+            answer(&mut su, CDC_ID),
+            cdc_id,
+            "{name}: the same CDC message id"
         );
         let mut db = c.connect_as(name, "portable_dump_owner");
         assert_eq!(records(&mut db), stored, "{name}: the rows");

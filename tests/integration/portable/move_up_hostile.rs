@@ -2,7 +2,8 @@
 //! superuser who runs it never runs code the tables' owner planted. A trigger is never reached
 //! (the rows are read as the owner, the enum through its output function); a cast of the
 //! edition's enum, a view in place of a table, a rule, row-level security, an operator in the
-//! functions' schema and a domain column are refused with 55000 and nothing changes. `--update` run by a superuser over such an install runs none of
+//! functions' schema and a domain column (on the CDC secret too) are refused with 55000 and
+//! nothing changes. `--update` run by a superuser over such an install runs none of
 //! it either. `public.marks` notes every run of the owner's code, and whether it ran as a
 //! superuser.
 
@@ -56,6 +57,31 @@ const PLANTS: &[(&str, &str, bool)] = &[
         "a domain column",
         "CREATE DOMAIN public.d AS text CHECK (public.mark());
          ALTER TABLE idempotency.requests ALTER COLUMN claimed_by TYPE public.d;",
+        false,
+    ),
+    // The CDC secret moves too (docs/cdc.md): it is read the same way.
+    (
+        "a trigger on the CDC secret",
+        "CREATE TRIGGER t BEFORE INSERT OR UPDATE OR DELETE OR TRUNCATE ON idempotency.cdc_secret
+           FOR EACH STATEMENT EXECUTE FUNCTION public.mark_trigger();",
+        true,
+    ),
+    (
+        "a view in place of the CDC secret",
+        "ALTER TABLE idempotency.cdc_secret RENAME TO cdc_secret_real;
+         CREATE VIEW idempotency.cdc_secret AS SELECT s.* FROM idempotency.cdc_secret_real s WHERE public.mark();",
+        false,
+    ),
+    (
+        "row-level security on the CDC secret",
+        "ALTER TABLE idempotency.cdc_secret ENABLE ROW LEVEL SECURITY;
+         CREATE POLICY p ON idempotency.cdc_secret USING (public.mark());",
+        false,
+    ),
+    (
+        "a domain column in the CDC secret",
+        "CREATE DOMAIN public.dd AS bytea CHECK (public.mark());
+         ALTER TABLE idempotency.cdc_secret ALTER COLUMN secret TYPE public.dd;",
         false,
     ),
 ];

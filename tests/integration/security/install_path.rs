@@ -55,7 +55,9 @@ fn the_portable_install_binds_no_planted_operator() {
 }
 
 /// The files whose DDL an install or an update runs (the frozen 0.1.0 script aside).
-const DDL_FILES: [&str; 6] = [
+const DDL_FILES: [&str; 8] = [
+    "sql/cdc.sql",
+    "sql/cdc_sign.sql",
     "sql/bootstrap.sql",
     "sql/consumers.sql",
     "sql/layout.sql",

@@ -3,7 +3,7 @@
 
 use super::*;
 
-fn recvlogical(db: &str, slot: &str, out: &Path) -> Child {
+pub(super) fn recvlogical(db: &str, slot: &str, out: &Path) -> Child {
     Command::new(logical().bindir.join("pg_recvlogical"))
         .args([
             "-h",
@@ -31,7 +31,7 @@ fn recvlogical(db: &str, slot: &str, out: &Path) -> Child {
 }
 
 /// The outbox messages in pg_recvlogical's file so far (test_decoding's text form).
-fn delivered(out: &Path) -> Vec<String> {
+pub(super) fn delivered(out: &Path) -> Vec<String> {
     std::fs::read_to_string(out)
         .unwrap_or_default()
         .lines()

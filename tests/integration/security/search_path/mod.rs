@@ -137,6 +137,7 @@ fn no_statement_resolves_through_search_path() {
             "CREATE ROLE victim LOGIN; CREATE ROLE attacker LOGIN;
              GRANT USAGE ON SCHEMA idempotency TO victim;
              GRANT SELECT, INSERT, UPDATE, DELETE ON ALL TABLES IN SCHEMA idempotency TO victim;
+             GRANT EXECUTE ON FUNCTION idempotency.cdc_message(text, text, jsonb, jsonb) TO victim;
              ALTER TABLE idempotency.requests ENABLE ROW LEVEL SECURITY;
              CREATE POLICY everything ON idempotency.requests USING (true) WITH CHECK (true);
              CREATE FUNCTION public.effect(r jsonb) RETURNS jsonb LANGUAGE sql AS 'SELECT r';
