@@ -19,10 +19,13 @@
 //! Needs no Postgres. The check's own tests, on planted sources: `planted.rs`; what it cannot
 //! follow, refused outright (`lib.rs` only mods and entry glue; no `#[path]`, `include!`,
 //! `#[macro_export]`): `glue.rs`; the README's length: `readme.rs`.
+//! Also here, needing no server: the upgrade script's copies equal their sql/ sources
+//! (`upgrade_copies.rs`).
 
 mod glue;
 mod planted;
 mod readme;
+mod upgrade_copies;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;
