@@ -1,6 +1,6 @@
 //! `idempotency`: exactly-once-ish effects for PostgreSQL. The modules are layers, each a
 //! folder of src/; the one list of them is the table in docs/architecture.md, which
-//! `tests/layers.rs` checks every file and path against. The protocol's decisions are
+//! `tests/layers/` checks every file and path against. The protocol's decisions are
 //! `crates/idem-protocol`; the claim path is `entry/claim.rs`, finishing an attempt
 //! `entry/finish.rs`, and the choice between the direct path and SQL `steps/seam.rs`.
 //!

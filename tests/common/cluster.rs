@@ -1,7 +1,7 @@
 //! The clusters: started on first use with `initdb`, stopped by a watchdog when the test
 //! process exits. Tests in tests/integration/ share [`cluster`] (a database per module),
 //! [`bare_cluster`] or [`counted_cluster`]; the binaries with cluster-wide needs start their
-//! own ([`worker_cluster`], [`start`], tests/faults/).
+//! own ([`worker_cluster`], [`start`], tests/clusters/faults/).
 
 use std::net::TcpListener;
 use std::path::{Path, PathBuf};
@@ -122,8 +122,8 @@ pub fn counted_turn() -> MutexGuard<'static, ()> {
     super::serial(&TURN)
 }
 
-/// The cluster of tests/worker/: the maintenance worker on, with a 200 ms naptime (it visits
-/// every database, so its tests have a cluster of their own).
+/// The cluster of tests/clusters/worker/: the maintenance worker on, with a 200 ms naptime
+/// (it visits every database, so its tests have a cluster of their own).
 pub fn worker_cluster() -> &'static Cluster {
     static CLUSTER: OnceLock<Cluster> = OnceLock::new();
     CLUSTER.get_or_init(|| {

@@ -6,7 +6,7 @@
 //! cluster's) take turns on `common::counted_cluster`.
 //!
 //! Tests that change the cluster itself keep a binary and a cluster of their own: the worker
-//! (tests/worker/), chaos and failover (restarts, SIGKILL), Citus, pg_tle.
+//! (tests/clusters/worker/), chaos and failover (restarts, SIGKILL), Citus, pg_tle.
 //! Writing one: docs/developing.md, "Integration tests".
 
 #[path = "../common/mod.rs"]
