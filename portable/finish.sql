@@ -1,4 +1,4 @@
--- Portable edition of finishing an attempt (src/entry/finish.rs, src/change.rs): complete, fail,
+-- Portable edition of finishing an attempt (src/entry/finish.rs, src/steps/change.rs): complete, fail,
 -- checkpoint and forget. The current attempt is locked (FOR UPDATE, as the native SQL path
 -- does) and changed; otherwise the record is read again to say why not (P4010-P4013, P4012).
 

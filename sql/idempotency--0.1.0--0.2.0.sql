@@ -1,7 +1,7 @@
 -- idempotency 0.1.0 -> 0.2.0, run by ALTER EXTENSION idempotency UPDATE [TO '0.2.0'].
 --
 -- Written by hand (docs/releasing.md): it turns the objects that sql/idempotency--0.1.0.sql
--- created into exactly those a fresh CREATE EXTENSION of 0.2.0 creates. tests/upgrade.rs
+-- created into exactly those a fresh CREATE EXTENSION of 0.2.0 creates. tests/integration/catalog/upgrade.rs
 -- proves it: the upgraded catalog must equal a fresh install's, and every row must survive.
 -- Like the install script, everything is schema-qualified (@extschema@ for the functions and
 -- types, idempotency.* for the tables), and the tables are changed in place (ALTER), never
@@ -30,7 +30,7 @@
 --  - a new constraint or index: ALTER TABLE ... ADD CONSTRAINT / CREATE INDEX, same name.
 --  - a new enum label: ALTER TYPE @extschema@.<type> ADD VALUE ... (BEFORE/AFTER to match the
 --    install script's order).
--- Then run tests/upgrade.rs (catalog equality + data) on every major.
+-- Then run tests/integration/catalog/upgrade.rs (catalog equality + data) on every major.
 
 -- ---- issue #16: idem_grant_statements / idem_grant / idem_revoke, new functions (as in
 -- ---- sql/grants.sql; keep the two identical until 0.2.0 is released)

@@ -25,7 +25,7 @@ pub struct Catalog {
     pub statuses: [Oid; 4],
     pub shape: Shape,
     /// A Citus table (`pg_dist_partition` lists its OID): on the coordinator an empty shell,
-    /// on a worker a shell over hidden shards. Never read or written directly (`src/citus/`).
+    /// on a worker a shell over hidden shards. Never read or written directly (`src/steps/citus.rs`).
     pub distributed: bool,
     /// The generations layout's tables, when the table has them (`generations.rs`).
     pub generations: Option<Generations>,

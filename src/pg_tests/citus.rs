@@ -1,4 +1,4 @@
-//! In-backend tests of the Citus paths of src/citus/, taken on this plain table with
+//! In-backend tests of the Citus paths of src/steps/citus.rs, taken on this plain table with
 //! tests.assume_distributed. Each sequence runs twice, on the
 //! single-server paths (scope `<name>-plain`) and on the distributed ones (`<name>-dist`): the
 //! stored records must be the same, column for column.

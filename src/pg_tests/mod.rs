@@ -62,7 +62,7 @@ mod tests {
         SetOfIterator::new(crate::spi::prepared_statements())
     }
 
-    /// Take the Citus code paths (src/citus/) on this plain server from now on in this
+    /// Take the Citus code paths (src/steps/citus.rs) on this plain server from now on in this
     /// backend (`true`) or not; the previous value.
     #[pg_extern]
     fn assume_distributed(on: bool) -> bool {

@@ -1,7 +1,7 @@
 //! Look-alike operators planted in schema public before an install, and how to tell whether
 //! anything of the extension bound or ran them (security/install_path.rs, catalog/upgrade.rs,
 //! the pg_tle route in tests/clusters/portable_pg_tle.rs); and a hostile owner's code for
-//! what a superuser runs over the owner's install (portable/move_up_hostile.rs, pg_tle).
+//! what a superuser runs over the owner's install (tests/integration/portable/move_up_hostile.rs, pg_tle).
 
 use super::Client;
 

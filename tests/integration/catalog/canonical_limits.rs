@@ -15,7 +15,7 @@ crate::own_database!();
 /// to canonicalize in a debug build (checked below), each in a different loop: a wide object
 /// (member collection and sort), many small objects (the token walk), a long string with
 /// escapes (string scan and output). The parser's scans of white space and digits are too
-/// fast to time at a reasonable size; crates/idem-canonical/tests/interrupt.rs counts their
+/// fast to time at a reasonable size; crates/idem-canonical/tests/limits.rs counts their
 /// checks instead.
 const DOCUMENTS: &str = "
     CREATE TABLE docs (name text, b jsonb, t json, s text);

@@ -83,7 +83,7 @@ pub(super) const CALLS: &[&str] = &[
     "SELECT outcome::text FROM idem_call('{s}', 'c1', '{}', 'public.effect(jsonb)')",
     "SELECT outcome::text FROM idem_call('{s}', 'c1', '{}', 'public.effect(jsonb)')",
     "SELECT pg_catalog.concat(outcome, ' ', failure_code) FROM idem_call('{s}', 'c2', '{}', 'public.refuse(jsonb)')",
-    // The Citus paths (src/citus/), taken here on the plain table.
+    // The Citus paths (src/steps/citus.rs), taken here on the plain table.
     "SELECT tests.assume_distributed(true)::text",
     "SELECT outcome::text FROM idem_claim('{s}', 'd1', 'h1', lease => '1 millisecond')",
     "SELECT pg_catalog.num_nulls(idem_checkpoint('{s}', 'd1', 'p1', 1))::text",
