@@ -168,9 +168,8 @@ node_suite() {
 }
 node_suite "unit and example service" DATABASE_URL="$node_db" IDEM_NODE_TARBALL="$tarball" -- \
   test/keys.test.js test/schema.test.js test/http.test.js
-# Not run here yet: test/pooler.test.js (Express 5 behind PgBouncer) answered 500 to all 300
-# requests in CI on the native extension (it passed on the portable edition by hand); issue 33
-# carries it. Run it by hand: DATABASE_URL=... EXPRESS_MAJOR=5 node --test test/pooler.test.js
+node_suite "Express 5 behind PgBouncer (transaction mode)" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express5" \
+  EXPRESS_MAJOR=5 -- test/pooler.test.js
 for em in 4 5; do
   node_suite "Express $em contract and tsc" DATABASE_URL="$node_db" IDEM_NODE_PROJECT="$node_cache/express$em" EXPRESS_MAJOR=$em -- \
     test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js \
@@ -194,7 +193,8 @@ read -r p f < <(py_count "$pp_report") || { p=0; f=1; }
 passed=$((passed + p)) failed=$((failed + f))
 node_suite "Express 5 contract on the portable edition" DATABASE_URL="$portable_url/http_portable_node" \
   IDEM_EXAMPLE_SCHEMA=public IDEM_NODE_PROJECT="$node_cache/express5" EXPRESS_MAJOR=5 -- \
-  test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js
+  test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js \
+  test/pooler.test.js
 
 log "done in $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed"

@@ -10,7 +10,7 @@ import net from 'node:net';
 import os from 'node:os';
 import path from 'node:path';
 import pg from 'pg';
-import { DB, effects, newKey, post, sleep, startServer, stopServer } from './helpers.js';
+import { DB, connectDb, effects, newKey, post, sleep, startServer, stopServer } from './helpers.js';
 
 const PGBOUNCER = ['/usr/sbin/pgbouncer', '/usr/bin/pgbouncer'].find((p) => fs.existsSync(p));
 let bouncer;
@@ -60,8 +60,7 @@ log_disconnections = 0
       await sleep(200);
     }
   }
-  db = new pg.Client({ connectionString: DB });
-  await db.connect();
+  db = await connectDb(); // creates public.effects, which the test server's handler writes
   server = await startServer({ DATABASE_URL: url });
 });
 after(async () => {

@@ -174,12 +174,58 @@ async def fa_stream(claim: Claim = Depends(idem.claim)):
     return StreamingResponse(chunks(), media_type="text/plain")
 
 
+@router.post("/fa/sync", status_code=201)
+def fa_sync(order: Order) -> dict:
+    # a sync def runs in a worker thread: fine without the claim (one that depends on
+    # idem.claim is refused when the route is defined: its connection is async)
+    common.count_run("fa-sync")
+    return {"order_id": order.order_id}
+
+
 @router.get("/runs/{name}")
 async def runs(name: str):
     return {"runs": common.runs(name)}
 
 
 app.include_router(router)
+
+try:  # SQLAlchemy's AsyncEngine (idempotency_http.sqlalchemy): an AsyncSession in the claim's transaction
+    from sqlalchemy.ext.asyncio import AsyncSession, create_async_engine
+    from sqlalchemy.orm import DeclarativeBase, Mapped, mapped_column
+except ImportError:
+    AsyncSession = None
+
+if AsyncSession is not None:
+    class Base(DeclarativeBase):
+        pass
+
+    class Effect(Base):
+        __tablename__ = "effects"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        route: Mapped[str]
+        idem_key: Mapped[str]
+        body_len: Mapped[int]
+
+    async_engine = create_async_engine(common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1),
+                                       pool_size=common.POOL_SIZE)
+    orm = Idempotency(async_engine, **common.SETTINGS)
+    orm_router = APIRouter(route_class=orm.route)
+
+    @orm_router.post("/orm/effects/{status}")
+    async def orm_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+        # create_savepoint: the session's commit releases its own savepoint; the adapter commits
+        async with AsyncSession(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = Effect(route="orm", idem_key=claim.key, body_len=len(await request.body()))
+            session.add(effect)
+            await session.flush()
+            effect_id = effect.id  # read before commit: a commit expires it (no lazy load in async)
+            await session.commit()
+        if request.query_params.get("raise"):
+            raise RuntimeError("after the ORM commit")
+        return JSONResponse({"effect_id": effect_id}, status_code=status)
+
+    app.include_router(orm_router)
+
 # The same routes mounted again under /v2 (another app): other resources, other records.
 v2 = FastAPI()
 v2.include_router(router)

@@ -221,20 +221,21 @@ class SyncEngine(_Base):
 
 
 class AsyncEngine(_Base):
-    """``connection()``: an async context manager yielding a psycopg AsyncConnection
-    (``psycopg_pool.AsyncConnectionPool.connection``)."""
+    """``session()``: an async context manager yielding an async session (AsyncPsycopgSession,
+    or idempotency_http.sqlalchemy's AsyncSqlAlchemySession): ``await one(statement, params)``,
+    ``transaction()`` (an async context manager), ``handle``."""
 
-    def __init__(self, settings: Settings, connection: Callable[[], Any]):
+    def __init__(self, settings: Settings, session: Callable[[], Any]):
         super().__init__(settings)
-        self.connection = connection
+        self.session = session
 
     async def handle(self, req: _Request, call: Callable[[Claim], Awaitable[HttpResponse]]) -> HttpResponse:
         deadline, delay, registered = time.monotonic() + req.wait, 0.05, False
         try:
             while True:
                 try:
-                    async with self.connection() as conn:
-                        return await self._once(conn, req, deadline, registered, call)
+                    async with self.session() as sess:
+                        return await self._once(sess, req, deadline, registered, call)
                 except _Again:
                     registered = True
                 except _Answer as answer:
@@ -245,19 +246,15 @@ class AsyncEngine(_Base):
             if registered:
                 self.unregister()
 
-    async def _one(self, conn, stmt, params):
-        cur = await conn.execute(stmt, params, prepare=False)  # transaction poolers: docs/http.md
-        return await cur.fetchone()
-
-    async def _once(self, conn, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
+    async def _once(self, sess, req: _Request, deadline: float, registered: bool, call) -> HttpResponse:
         if self.statements is None:
-            async with conn.transaction():
-                row = (await self._one(conn, Statements.FIND_SCHEMA, [])
-                       or await self._one(conn, Statements.FIND_PLAIN, []))
+            async with sess.transaction():
+                row = (await sess.one(Statements.FIND_SCHEMA, [])
+                       or await sess.one(Statements.FIND_PLAIN, []))
                 self.statements = Statements.found(row)
-        async with conn.transaction():
+        async with sess.transaction():
             try:
-                row = await self._one(conn, *self.claim_call(req))
+                row = await sess.one(*self.claim_call(req))
             except Exception as exc:  # the transaction is aborted: _Answer rolls it back
                 refused = self.claim_refused(req, exc)
                 if refused is None:
@@ -267,9 +264,9 @@ class AsyncEngine(_Base):
             if answer is not None:
                 return answer
             attempt = row[1]
-            claim = Claim(conn, req.scope, req.key, row[0], attempt)
+            claim = Claim(sess.handle, req.scope, req.key, row[0], attempt)
             try:
-                async with conn.transaction():  # a savepoint: undone unless stored as complete
+                async with sess.transaction():  # a savepoint: undone unless stored as complete
                     response = await call(claim)
                     verdict = self.verdict_of(response)
                     if verdict != "complete":
@@ -278,10 +275,24 @@ class AsyncEngine(_Base):
                 response, verdict = undo.response, undo.verdict
             except Exception as exc:
                 response, (stmt, params) = self.crashed(req, attempt, exc)
-                await self._one(conn, stmt, params)
+                await sess.one(stmt, params)
                 return response
-            await self._one(conn, *self.finish_statement(req, attempt, response, verdict))
+            await sess.one(*self.finish_statement(req, attempt, response, verdict))
             return response
+
+
+class AsyncPsycopgSession:
+    """A session over a psycopg AsyncConnection: ``one``, ``transaction``, ``handle``."""
+
+    def __init__(self, conn):
+        self.handle = conn
+
+    async def one(self, stmt, params):
+        cur = await self.handle.execute(stmt, params, prepare=False)  # transaction poolers: docs/http.md
+        return await cur.fetchone()
+
+    def transaction(self):
+        return self.handle.transaction()
 
 
 class PsycopgSession:

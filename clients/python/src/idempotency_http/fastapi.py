@@ -27,6 +27,7 @@ and the query string: a stored response never answers another resource, service 
 from __future__ import annotations
 
 import inspect
+from contextlib import asynccontextmanager
 from typing import Any, Callable, Optional, Union, cast
 
 from fastapi import Depends, Header, Request
@@ -37,7 +38,8 @@ from starlette.exceptions import HTTPException
 from starlette.responses import Response
 
 from .core import PROBLEM, Claim, HttpResponse, Settings, default_scope, identity_of, service_name
-from .engine import AsyncEngine
+from .engine import AsyncEngine, AsyncPsycopgSession
+from .sqlalchemy import AsyncSqlAlchemySession, is_engine
 
 Scope = Union[None, str, Callable[[Request], Any]]
 Principal = Optional[Callable[[Request], Any]]
@@ -90,6 +92,8 @@ class _IdempotentRoute(APIRoute):
             kwargs["dependencies"] = [Depends(header), *(kwargs.get("dependencies") or [])]
             kwargs["responses"] = {**OPENAPI_RESPONSES, **(kwargs.get("responses") or {})}
         super().__init__(path, endpoint, **kwargs)
+        if self.claimed:
+            _refuse_sync_claim(self.dependant, path)
 
     def get_route_handler(self) -> Callable[[Request], Any]:
         original = super().get_route_handler()
@@ -102,6 +106,22 @@ class _IdempotentRoute(APIRoute):
             return await self.idempotency.serve(request, original, self)
 
         return handler
+
+
+def _refuse_sync_claim(dependant: Any, path: str) -> None:
+    """A sync ``def`` endpoint or dependency runs in a worker thread, where the claim's async
+    connection cannot be used: refuse it when the route is defined, not at its first request."""
+    for dep in dependant.dependencies:
+        if dep.call is Idempotency.claim:
+            call = dependant.call
+            is_async = (inspect.iscoroutinefunction(call) or inspect.isasyncgenfunction(call)
+                        or inspect.iscoroutinefunction(getattr(call, "__call__", None)))
+            if not is_async:
+                raise TypeError(
+                    f"{getattr(call, '__name__', call)!r} ({path}) is a sync def that depends on "
+                    "idem.claim: its connection is async; make it `async def`, or leave the "
+                    "claim out of a sync endpoint (docs/http-frameworks.md)")
+        _refuse_sync_claim(dep, path)
 
 
 async def _required_key(
@@ -121,7 +141,8 @@ class Idempotency:
     """The contract for FastAPI apps on a psycopg ``AsyncConnectionPool``.
 
     ``pool``: an AsyncConnectionPool, or any zero-argument callable giving an async context
-    manager that yields an AsyncConnection. ``scope``: None (the default scope: service,
+    manager that yields an AsyncConnection, or a SQLAlchemy AsyncEngine (psycopg driver).
+    ``scope``: None (the default scope: service,
     principal, method, route and its parameters, query), or a string or a callable(request) -> str
     (sync or async) that replaces it whole. ``principal``: a callable(request) -> str or None (sync
     or async); by default the authenticated ``request.user``. ``service``: see Settings. Other
@@ -130,9 +151,20 @@ class Idempotency:
 
     def __init__(self, pool: Any, *, scope: Scope = None, principal: Principal = None,
                  **settings: Any) -> None:
-        connection = pool.connection if hasattr(pool, "connection") else pool
         self.settings = Settings(**settings)
-        self.engine = AsyncEngine(self.settings, connection)
+        if is_engine(pool):  # SQLAlchemy AsyncEngine: claim.conn is an AsyncConnection
+            if not hasattr(pool, "sync_engine"):
+                raise TypeError("FastAPI needs a SQLAlchemy AsyncEngine (create_async_engine), not an Engine")
+            self.engine = AsyncEngine(self.settings, lambda: AsyncSqlAlchemySession(pool))
+        else:
+            connection = pool.connection if hasattr(pool, "connection") else pool
+
+            @asynccontextmanager
+            async def session():
+                async with connection() as conn:
+                    yield AsyncPsycopgSession(conn)
+
+            self.engine = AsyncEngine(self.settings, session)
         self.scope = scope
         self.principal = principal
         #: ``APIRouter(route_class=idem.route)`` or ``app.router.route_class = idem.route``
