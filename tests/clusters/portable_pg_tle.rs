@@ -165,13 +165,14 @@ fn pg_tle_install_create_extension_and_update_path() {
         ),
         "replay_success {\"id\": 1}"
     );
-    // The tables are extension members dumped with their rows.
+    // The tables are extension members dumped with their rows: requests, inbox, versions,
+    // outbox, its id sequence and the CDC secret.
     assert_eq!(
         text(
             &mut owner,
             "SELECT cardinality(extconfig)::text FROM pg_extension WHERE extname = 'idempotency'"
         ),
-        "5"
+        "6"
     );
     // Running the command again changes nothing and fails nothing.
     owner
