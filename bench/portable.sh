@@ -88,7 +88,7 @@ cell() { # DB SCRIPT -> "TPS CPU_US"
     echo "$t $(( ($(children) - before) * 1000000 / hz / n ))"
 }
 # Rounds: every cell once per round, in turn, so that a slow spell of a shared machine hits all
-# of them alike; the table gives each cell's median, and portable/PL/pgSQL is the median of the
+# of them alike; the table gives each cell's median, and portable / PL/pgSQL is the median of the
 # rounds' own ratios (each from cells measured a few seconds apart).
 rounds=${IDEM_BENCH_ROUNDS:-3}
 flavours="native portable ${baseline:+baseline} ref bare"

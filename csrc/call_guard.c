@@ -26,7 +26,7 @@
  * IDEM_CALL_NO_EXECUTE or IDEM_CALL_NO_USAGE. Checks what a call by name would: EXECUTE (as
  * the executor does) and USAGE on the schema (as the name lookup does, which a numeric
  * regprocedure skips), and lets security hooks see both, like LookupExplicitNamespace and
- * the executor. Keep the codes in step with src/call.rs.
+ * the executor. Keep the codes in step with src/entry/call_target.rs.
  */
 #define IDEM_CALL_ALLOWED 0
 #define IDEM_CALL_NO_EXECUTE 1

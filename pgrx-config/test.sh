@@ -14,8 +14,9 @@
 #   RUST_BACKTRACE is dropped because pgrx appends Rust backtraces to error DETAILs when set.
 #   RUST_TEST_THREADS=4 (unless set): each test binary runs four tests at a time; they mostly
 #   wait on their sessions, and on 2 cores this halves the row (docs/developing.md).
-#   Integration tests (tests/*.rs) that start a server of their own find the version under test
-#   in IDEM_PG_MAJOR (e.g. 17) and IDEM_PG_CONFIG (its pg_config; `--bindir` gives initdb/pg_ctl).
+#   Integration tests (tests/integration/, tests/clusters/) that start a server of their own find
+#   the version under test in IDEM_PG_MAJOR (e.g. 17) and IDEM_PG_CONFIG (its pg_config;
+#   `--bindir` gives initdb/pg_ctl).
 # Before the versions: the workspace's Postgres-independent crates, once (cargo test).
 #
 # Output: one banner per version, then a table; the same table in Markdown in

@@ -25,7 +25,7 @@ command -v prometheus-postgres-exporter >/dev/null || need+=(prometheus-postgres
 python3 -c 'import ensurepip, venv' 2>/dev/null || need+=(python3-venv)
 command -v node >/dev/null || need+=(nodejs)
 command -v npm >/dev/null || need+=(npm)
-[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || need+=(pgbouncer)  # tests/test_poolers.py
+[ -x /usr/sbin/pgbouncer ] || command -v pgbouncer >/dev/null || need+=(pgbouncer)  # clients/python/tests/test_poolers.py
 if [ ${#need[@]} -gt 0 ]; then
   log "apt-get install ${need[*]}"
   apt-get update -qq

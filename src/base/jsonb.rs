@@ -1,4 +1,4 @@
-//! The jsonb binary format, read directly (src/include/utils/jsonb.h; stable on disk since
+//! The jsonb binary format, read directly (Postgres's utils/jsonb.h; stable on disk since
 //! 9.4): containers and their entries, numerics decoded from base-10000 digits to the nearest
 //! double, and the canonical writer over them. Every offset is bounds-checked; the walk is
 //! iterative (explicit stack), so any nesting depth Postgres could build is accepted.

@@ -20,9 +20,11 @@
 //! follow, refused outright (`lib.rs` only mods and entry glue; no `#[path]`, `include!`,
 //! `#[macro_export]`): `glue.rs`; the README's length: `readme.rs`.
 //! Also here, needing no server: the upgrade script's copies equal their sql/ sources
-//! (`upgrade_copies.rs`).
+//! (`upgrade_copies.rs`); every path a comment or doc names exists (`paths.rs`, `comments.rs`).
 
+mod comments;
 mod glue;
+mod paths;
 mod planted;
 mod readme;
 mod upgrade_copies;
@@ -99,8 +101,8 @@ fn file_of(name: &str, modules: &BTreeMap<String, String>) -> String {
     }
 }
 
-/// Every module of `modules` the table does not list, as "src/x/y.rs is in no layer's
-/// folder": a file moved to another folder, or put at the top of src/.
+/// Every module of `modules` the table does not list, as "src/<folder>/<file>.rs is in no
+/// layer's folder": a file moved to another folder, or put at the top of src/.
 fn misplaced(table: &Table, folders: &Folders, modules: &BTreeMap<String, String>) -> Vec<String> {
     let names: Vec<String> = folders
         .values()
@@ -361,7 +363,7 @@ fn modules_use_only_the_layers_below() {
     let modules = src_modules();
     let misplaced = misplaced(&table, &folders, &modules);
     assert!(misplaced.is_empty(), "{}", misplaced.join("\n"));
-    // A listed name that is not a module of src/ is a crate of the workspace (crates/NAME).
+    // A listed name that is not a module of src/ is a crate of the workspace (crates/<name>).
     let crates: BTreeSet<String> = table
         .keys()
         .filter(|name| !modules.contains_key(*name))

@@ -8,7 +8,7 @@ import psycopg
 
 DATABASE_URL = os.environ["DATABASE_URL"]
 #: the contract's settings for the examples: the tests' extra replayed header, a pool of 4;
-#: IDEM_EXAMPLE_* variables change the others (tests/test_settings.py)
+#: IDEM_EXAMPLE_* variables change the others (clients/python/tests/test_settings.py)
 SETTINGS: dict = {"replay_headers": ["x-extra"], "max_wait": 10.0}
 if os.environ.get("IDEM_EXAMPLE_METHODS"):
     SETTINGS["methods"] = os.environ["IDEM_EXAMPLE_METHODS"].split(",")
@@ -25,7 +25,7 @@ if os.environ.get("IDEM_EXAMPLE_SCHEMA"):
     SETTINGS["schema"] = os.environ["IDEM_EXAMPLE_SCHEMA"]
 POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
 #: IDEM_EXAMPLE_NO_PREPARE=1: the handlers' own statements are never prepared (behind a transaction
-#: pooler, tests/test_poolers.py; an app would rather set prepare_threshold=None, docs/http.md)
+#: pooler, clients/python/tests/test_poolers.py; an app would rather set prepare_threshold=None, docs/http.md)
 PREPARE = False if os.environ.get("IDEM_EXAMPLE_NO_PREPARE") else None
 #: the apps' own authentication (a demo token table): the adapter takes the principal from the
 #: framework's authenticated user, never from a client header such as X-Tenant

@@ -3,7 +3,7 @@
 //! every row and behave, its catalog must equal a fresh `CREATE EXTENSION`'s, and the direct
 //! read/write paths must stay on. The 0.1.0 SQL must also keep working un-updated.
 //!
-//! `cargo pgrx install`/`test` copy only upgrade scripts (`sql/idempotency--A--B.sql`) into
+//! `cargo pgrx install`/`test` copy only upgrade scripts (`sql/idempotency--<from>--<to>.sql`) into
 //! the extension directory, not old install scripts, so this test puts the frozen one there
 //! itself. Counters of `idem_metrics()` are the cluster's: the tests take turns (`SERIAL`).
 

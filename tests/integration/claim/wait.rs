@@ -204,7 +204,7 @@ fn wait_null_or_zero_never_blocks_and_negative_is_rejected() {
 }
 
 /// An error inside the wait's probe (a fail point inside the claim's direct insert, which the
-/// probe reaches; sql_fuzz.rs first found it with a retention past the timestamp range, which
+/// probe reaches; catalog/sql_fuzz/ first found it with a retention past the timestamp range, which
 /// is now refused before the probe) rolls the probe's subtransaction back: the session goes on
 /// working. Before the fix it stayed in an aborted subtransaction and refused every later
 /// statement with 25P02.
