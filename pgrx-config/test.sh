@@ -19,8 +19,10 @@
 #   `--bindir` gives initdb/pg_ctl).
 # Before the versions: the workspace's Postgres-independent crates, once (cargo test).
 #
-# Output: one banner per version, then a table; the same table in Markdown in
-# $CARGO_TARGET_DIR/matrix-summary.md and full logs in $CARGO_TARGET_DIR/matrix-logs/.
+# Output: one banner per version, then a table (tests passed, failed, and skipped: the ones a
+# row cannot run are #[ignore]d with their reason, build.rs); the same table in Markdown, with
+# the skipped tests of each row and why, in $CARGO_TARGET_DIR/matrix-summary.md, and full logs
+# in $CARGO_TARGET_DIR/matrix-logs/.
 # Exit status: non-zero if any version failed (or was not set up).
 set -uo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
@@ -42,26 +44,35 @@ versions=("${@#pg}")
 [ ${#versions[@]} -gt 0 ] || mapfile -t versions < <(printf '%s\n' "${all[@]}" | sort -n)
 
 config=${PGRX_HOME:-$HOME/.pgrx}/config.toml
-rows=() failed=0 passed=0 t_all=$SECONDS
+rows=() logs_of=() failed=0 passed=0 t_all=$SECONDS
 
-# "test result: ok. 3 passed; 0 failed; ..." lines of a log -> "PASSED FAILED" (summed)
+# "test result: ok. 3 passed; 0 failed; 2 ignored; ..." lines of a log -> "PASSED FAILED IGNORED"
+# (summed)
 count_tests() {
-  grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed' "$1" |
-    awk '{p += $4; f += $6} END {printf "%d %d", p, f}'
+  grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed; [0-9]+ ignored' "$1" |
+    awk '{p += $4; f += $6; i += $8} END {printf "%d %d %d", p, f, i}'
+}
+
+# The "test NAME ... ignored, REASON" lines of a log -> "REASON: NAME, NAME" lines, one a reason
+skipped_tests() {
+  sed -n 's/^test \([^ ]*\) \.\.\. ignored\(, \(.*\)\)\{0,1\}$/\3\t\1/p' "$1" | sort -u |
+    awk -F'\t' '{n[$1] = n[$1] (n[$1] == "" ? "" : ", ") "`" $2 "`"} END {for (r in n) print (r == "" ? "no reason given" : r) ": " n[r]}' |
+    sort
 }
 
 banner() { printf '\n==================== %s ====================\n' "$*"; }
 
 run_one() { # NAME LOG COMMAND... -> runs it, records a row
-  local name=$1 log=$2 t0=$SECONDS rc tests
+  local name=$1 log=$2 t0=$SECONDS rc p f i
   shift 2
   "$@" 2>&1 | tee "$log"
   rc=${PIPESTATUS[0]}
-  tests=$(count_tests "$log")
+  read -r p f i <<<"$(count_tests "$log")"
   local secs=$((SECONDS - t0)) result=passed
   if [ "$rc" -ne 0 ]; then result="FAILED (exit $rc)" failed=$((failed + 1)); else passed=$((passed + 1)); fi
-  rows+=("$name|$result|${tests% *}|${tests#* }|$secs")
-  printf -- '--- %s: %s in %ss (tests: %s passed, %s failed)\n' "$name" "$result" "$secs" "${tests% *}" "${tests#* }"
+  rows+=("$name|$result|$p|$f|$i|$secs")
+  logs_of+=("$log")
+  printf -- '--- %s: %s in %ss (tests: %s passed, %s failed, %s skipped)\n' "$name" "$result" "$secs" "$p" "$f" "$i"
 }
 
 # Postgres-independent crates of the workspace, once.
@@ -79,7 +90,8 @@ for v in "${versions[@]}"; do
   if [ -z "$pgc" ] || [ ! -x "$pgc" ]; then
     banner "pg$v: NOT SET UP"
     echo "pg$v is not in $config (or its pg_config is gone): run pgrx-config/setup.sh $v"
-    rows+=("pg$v|FAILED (not set up)|0|0|0")
+    rows+=("pg$v|FAILED (not set up)|0|0|0|0")
+    logs_of+=("")
     failed=$((failed + 1))
     continue
   fi
@@ -122,18 +134,25 @@ fi
 
 total=$((SECONDS - t_all))
 {
-  echo "| version | result | tests passed | tests failed | seconds |"
-  echo "| --- | --- | ---: | ---: | ---: |"
+  echo "| version | result | tests passed | tests failed | tests skipped | seconds |"
+  echo "| --- | --- | ---: | ---: | ---: | ---: |"
   for r in "${rows[@]}"; do echo "| ${r//|/ | } |"; done
+  echo
+  echo "Skipped (#[ignore]d where they cannot run, with the reason; docs/developing.md):"
+  echo
+  for k in "${!rows[@]}"; do
+    [ -n "${logs_of[k]}" ] && [ -f "${logs_of[k]}" ] || continue
+    skipped_tests "${logs_of[k]}" | sed "s/^/- ${rows[k]%%|*}: /"
+  done
   echo
   echo "Total: ${total}s; $(date -u '+%Y-%m-%d %H:%M UTC'); commit $(git -C "$repo" rev-parse --short HEAD 2>/dev/null || echo '?'); $(nproc) cores."
 } >"$summary_md"
 
 banner "summary (also in $summary_md)"
-printf '%-28s %-22s %7s %7s %8s\n' version result passed failed seconds
+printf '%-28s %-22s %7s %7s %7s %8s\n' version result passed failed skipped seconds
 for r in "${rows[@]}"; do
-  IFS='|' read -r name result p f s <<<"$r"
-  printf '%-28s %-22s %7s %7s %8s\n' "$name" "$result" "$p" "$f" "$s"
+  IFS='|' read -r name result p f i s <<<"$r"
+  printf '%-28s %-22s %7s %7s %7s %8s\n' "$name" "$result" "$p" "$f" "$i" "$s"
 done
 printf 'total %ss\n\n' "$total"
 # The plain closing line CI reads, counting rows (Postgres versions + the Postgres-free crates).

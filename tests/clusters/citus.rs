@@ -6,8 +6,9 @@
 //! holds (`idempotency.citus_upkeep = shards`, tests/clusters/citus/upkeep.rs).
 //!
 //! Runs when `IDEM_CITUS=1` (pgrx-config/test.sh sets it for the majors in
-//! `IDEM_CITUS_MAJORS`, default 17) or when Citus is already installed for the Postgres under
-//! test; otherwise, and always on Postgres 13–15, it prints SKIP and passes. The extension must
+//! `IDEM_CITUS_MAJORS`, default 17) or, IDEM_CITUS unset, when Citus is already installed for
+//! the Postgres under test; otherwise, and always on Postgres 13–15, it is ignored (build.rs,
+//! `idem_no_citus`). The extension must
 //! be installed already (`cargo pgrx test` does that): the script is told not to install it.
 
 use crate::common;
@@ -23,32 +24,6 @@ use postgres::{Client, NoTls};
 
 fn repo() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR"))
-}
-
-/// Why this run skips, if it does.
-fn skip_reason() -> Option<String> {
-    if !matches!(common::MAJOR, "16" | "17" | "18") {
-        return Some(format!(
-            "Citus 14 does not support Postgres {}",
-            common::MAJOR
-        ));
-    }
-    match std::env::var("IDEM_CITUS").as_deref() {
-        Ok("1") => None,
-        Ok("0") => Some("IDEM_CITUS=0".into()),
-        _ => {
-            let out = Command::new(common::pg_config())
-                .arg("--sharedir")
-                .output()
-                .ok()?;
-            let dir = PathBuf::from(String::from_utf8_lossy(&out.stdout).trim().to_string());
-            if dir.join("extension/citus.control").exists() {
-                None
-            } else {
-                Some("Citus is not installed for this Postgres and IDEM_CITUS is not 1".into())
-            }
-        }
-    }
 }
 
 pub(crate) struct Citus {
@@ -433,11 +408,11 @@ fn colocated_claim_is_single_shard(citus: &Citus) {
 }
 
 #[test]
+#[cfg_attr(
+    idem_no_citus,
+    ignore = "Citus: Postgres 16-18 with IDEM_CITUS=1 or Citus installed (test.sh: 17)"
+)]
 fn citus_cluster() {
-    if let Some(why) = skip_reason() {
-        eprintln!("SKIP citus_cluster: {why}");
-        return;
-    }
     let citus = Citus::up();
     let mut c = citus.coordinator();
     layout::generations_while_local(&mut c);

@@ -11,7 +11,7 @@
 //! tests/clusters/portable_pg_tle/dbdev.rs.
 //!
 //! Runs when `IDEM_PGTLE=1` (pgrx-config/test.sh sets it for one major, default 17); otherwise
-//! it prints SKIP and passes.
+//! it is ignored (build.rs, `idem_no_pgtle`).
 
 use crate::common;
 
@@ -109,11 +109,11 @@ fn create_older_release(db: &mut Client, tle: &str) {
 }
 
 #[test]
+#[cfg_attr(
+    idem_no_pgtle,
+    ignore = "pg_tle: IDEM_PGTLE=1 (pgrx-config/test.sh: 17)"
+)]
 fn pg_tle_install_create_extension_and_update_path() {
-    if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
-        println!("SKIP: IDEM_PGTLE is not 1");
-        return;
-    }
     let port = server();
     let mut admin = connect(port, "postgres", "postgres");
     for sql in [
@@ -222,13 +222,8 @@ fn pg_tle_install_create_extension_and_update_path() {
 }
 
 /// Database `db` of the pg_tle server, owned by `{db}_owner` with pg_tle, where the role
-/// `planter` planted its look-alike operators (`common::planted`): the port, or None (and
-/// SKIP printed) when IDEM_PGTLE is not 1.
-fn planted_database(db: &str) -> Option<u16> {
-    if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
-        println!("SKIP: IDEM_PGTLE is not 1");
-        return None;
-    }
+/// `planter` planted its look-alike operators (`common::planted`): the port.
+fn planted_database(db: &str) -> u16 {
     let port = server();
     let owner = format!("{db}_owner");
     let mut admin = connect(port, "postgres", "postgres");
@@ -245,14 +240,16 @@ fn planted_database(db: &str) -> Option<u16> {
     connect(port, db, "planter")
         .batch_execute(common::planted::PLANT)
         .expect("planter plants its operators");
-    Some(port)
+    port
 }
 
 #[test]
+#[cfg_attr(
+    idem_no_pgtle,
+    ignore = "pg_tle: IDEM_PGTLE=1 (pgrx-config/test.sh: 17)"
+)]
 fn pg_tle_create_extension_binds_no_planted_operator() {
-    let Some(port) = planted_database("tle_planted") else {
-        return;
-    };
+    let port = planted_database("tle_planted");
     let mut owner = connect(port, "tle_planted", "tle_planted_owner");
     owner
         .batch_execute(&common::portable_script(&["--pg-tle"]))
@@ -277,10 +274,12 @@ fn pg_tle_create_extension_binds_no_planted_operator() {
 /// edition's functions, a cast of its enum, triggers, a rule) and where an ordinary role
 /// planted operators in the functions' schema: none of their code runs.
 #[test]
+#[cfg_attr(
+    idem_no_pgtle,
+    ignore = "pg_tle: IDEM_PGTLE=1 (pgrx-config/test.sh: 17)"
+)]
 fn a_superuser_updating_through_pg_tle_runs_nothing_of_the_owner_or_a_planter() {
-    let Some(port) = planted_database("tle_hostile") else {
-        return;
-    };
+    let port = planted_database("tle_hostile");
     let tle = common::portable_script(&["--pg-tle"]);
     let mut owner = connect(port, "tle_hostile", "tle_hostile_owner");
     create_older_release(&mut owner, &tle);

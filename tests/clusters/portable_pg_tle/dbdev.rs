@@ -24,11 +24,11 @@ fn control(body: &str) -> BTreeMap<String, String> {
 }
 
 #[test]
+#[cfg_attr(
+    idem_no_pgtle,
+    ignore = "pg_tle: IDEM_PGTLE=1 (pgrx-config/test.sh: 17)"
+)]
 fn the_dbdev_layout_installs_through_pg_tle() {
-    if std::env::var("IDEM_PGTLE").as_deref() != Ok("1") {
-        println!("SKIP: IDEM_PGTLE is not 1");
-        return;
-    }
     let dir = std::env::temp_dir().join(format!("idem-dbdev-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&dir);
     crate::common::portable_script(&["--dbdev", dir.to_str().expect("path"), "--from", "0.1.9"]);
