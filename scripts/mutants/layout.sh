@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
-# Campaign 4 (docs/mutants.md): the mutations of the generations layout's decisions (M21-M43
-# in campaign3_apply.py), each applied alone against the tests of that layout on Postgres 16:
+# Campaign 4 (docs/mutants-campaigns.md): the mutations of the generations layout's decisions
+# (M21-M43 in campaign3_apply.py), each applied alone against the tests of that layout on Postgres 16:
 # tests/integration/upkeep/generations/, the differential test in that layout, the direct
 # path's (tests/integration/claim/generations_path.rs), and the
 # worker's rotation (tests/clusters/worker/generations.rs). Not the whole suite: a survivor

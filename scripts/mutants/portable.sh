@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Campaign 5 (docs/mutants.md): the portable edition's mutations (scripts/mutants/portable.txt),
+# Campaign 5 (docs/mutants-campaigns.md): the portable edition's mutations (scripts/mutants/portable.txt),
 # each applied alone and run against the tests it names, on Postgres 16. The portable edition
 # is read at run time (the tests run scripts/portable.sh), so the test binary is built once and
 # no mutation needs a build. A mutation is caught when a named test fails.

@@ -186,12 +186,13 @@ fn missing(root: &Path, rel: &Path, rules: &[(PathBuf, String)]) -> Vec<String> 
         return Vec::new();
     };
     let folder = rel.parent().unwrap_or(Path::new(""));
-    let mut bases: Vec<PathBuf> = folder.ancestors().map(|a| root.join(a)).collect();
     let mut found = Vec::new();
     for (line, ups, path) in named_paths(&comments(lang, &text)) {
-        if ups > 0 {
-            bases = vec![root.join(folder).join("../".repeat(ups))];
-        }
+        let bases: Vec<PathBuf> = if ups > 0 {
+            vec![root.join(folder).join("../".repeat(ups))]
+        } else {
+            folder.ancestors().map(|a| root.join(a)).collect()
+        };
         let segments: Vec<&str> = path.split('/').filter(|s| !s.is_empty()).collect();
         let made = |b: &PathBuf| {
             b.strip_prefix(root)
@@ -207,7 +208,6 @@ fn missing(root: &Path, rel: &Path, rules: &[(PathBuf, String)]) -> Vec<String> 
                 "../".repeat(ups)
             ));
         }
-        bases = folder.ancestors().map(|a| root.join(a)).collect();
     }
     found
 }

@@ -1,21 +1,33 @@
-//! docs/reference.md against the installed catalog: every function (with its exact arguments,
-//! defaults and result), type, table, view and setting of the extension has a `###` heading
-//! there and every heading is an object; every enum label, composite attribute and column is
+//! docs/reference.md and docs/functions.md against the installed catalog: every function (with
+//! its exact arguments, defaults and result), type, table, view and setting of the extension
+//! has a `###` heading there and every heading is an object; every enum label, composite attribute and column is
 //! named in its section; and the SQLSTATE table lists exactly the codes of src/base/errors.rs.
 
 use std::collections::{BTreeMap, BTreeSet};
 
 crate::own_database!();
 
-/// `## section` -> `### `object`` -> body, from docs/reference.md.
+/// `## section` -> `### `object`` -> body, from docs/reference.md, and from docs/functions.md,
+/// whose `##` areas are all section `Functions`.
 fn reference() -> BTreeMap<String, BTreeMap<String, String>> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/docs/reference.md");
-    let text = std::fs::read_to_string(path).expect("docs/reference.md");
     let mut out: BTreeMap<String, BTreeMap<String, String>> = BTreeMap::new();
-    let (mut section, mut object) = (String::new(), None::<String>);
+    for (page, every_section) in [("reference.md", None), ("functions.md", Some("Functions"))] {
+        let path = format!("{}/docs/{page}", env!("CARGO_MANIFEST_DIR"));
+        let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
+        read_page(&text, every_section, &mut out);
+    }
+    out
+}
+
+fn read_page(
+    text: &str,
+    every_section: Option<&str>,
+    out: &mut BTreeMap<String, BTreeMap<String, String>>,
+) {
+    let (mut section, mut object) = (every_section.unwrap_or("").to_string(), None::<String>);
     for line in text.lines() {
         if let Some(title) = line.strip_prefix("## ") {
-            section = title.trim().to_string();
+            section = every_section.unwrap_or(title.trim()).to_string();
             object = None;
         } else if let Some(heading) = line.strip_prefix("### ") {
             let name = heading.trim().trim_matches('`').to_string();
@@ -39,7 +51,6 @@ fn reference() -> BTreeMap<String, BTreeMap<String, String>> {
             body.push('\n');
         }
     }
-    out
 }
 
 fn headings(section: &str) -> BTreeSet<String> {
@@ -56,7 +67,7 @@ fn assert_same(section: &str, documented: BTreeSet<String>, installed: BTreeSet<
     let stale: Vec<_> = documented.difference(&installed).collect();
     assert!(
         missing.is_empty() && stale.is_empty(),
-        "docs/reference.md `## {section}`:\n  undocumented: {missing:#?}\n  not installed: {stale:#?}"
+        "docs/reference.md (functions: docs/functions.md) `## {section}`:\n  undocumented: {missing:#?}\n  not installed: {stale:#?}"
     );
 }
 
@@ -117,7 +128,7 @@ fn reference_lists_every_type_with_its_labels_and_attributes() {
         for part in parts {
             assert!(
                 docs[&name].contains(&format!("`{part}`")),
-                "docs/reference.md: {name} does not name `{part}`"
+                "docs/reference.md, functions.md: {name} does not name `{part}`"
             );
         }
     }
@@ -149,7 +160,7 @@ fn reference_lists_every_table_and_view_with_its_columns() {
         for column in columns {
             assert!(
                 docs[&name].contains(&format!("`{column}`")),
-                "docs/reference.md: {name} does not name column `{column}`"
+                "docs/reference.md, functions.md: {name} does not name column `{column}`"
             );
         }
     }
