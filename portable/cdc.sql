@@ -22,3 +22,30 @@ SELECT pg_catalog.sha256(pads.outer_ OPERATOR(pg_catalog.||)
                          pg_catalog.sha256(pads.inner_ OPERATOR(pg_catalog.||) $2))
   FROM pads
 $fn$;
+
+-- idem_outbox_put's checks of its arguments, as src/entry/outbox.rs's (sql/cdc_sign.sql runs
+-- them in cdc_message, so that a direct call signs nothing a put would refuse).
+CREATE FUNCTION idempotency.outbox_put_check(
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    dedupe_key pg_catalog.text,
+    headers pg_catalog.jsonb
+) RETURNS void
+LANGUAGE plpgsql STABLE PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    PERFORM idempotency.portable_name('topic'::pg_catalog.text, 'P4000'::pg_catalog.text, topic);
+    IF payload IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'payload must not be null';
+    END IF;
+    IF dedupe_key IS NOT NULL THEN
+        PERFORM idempotency.portable_name('dedupe_key'::pg_catalog.text, 'P4001'::pg_catalog.text, dedupe_key);
+    END IF;
+    IF pg_catalog.jsonb_typeof(headers) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text THEN
+        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
+    END IF;
+    -- The size cap, as src/entry/outbox_size.rs: payload and headers as JSON text.
+    PERFORM idempotency.portable_outbox_size(payload, headers);
+END
+$fn$;

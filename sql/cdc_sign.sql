@@ -7,10 +7,24 @@ RETURNS pg_catalog.bytea
 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
 
+-- idem_outbox_put's checks of its arguments (names, payload, headers, the size cap), raised as
+-- the put raises them: cdc_message runs them too, so that calling it directly signs nothing a
+-- put would refuse. Executable by anyone: it reads nothing.
+CREATE FUNCTION idempotency.outbox_put_check(
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    dedupe_key pg_catalog.text,
+    headers pg_catalog.jsonb
+) RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'outbox_put_check_wrapper';
+
 -- The content of a cdc_message put: message_id is HMAC(secret, topic || 0x00 || dedupe_key)
 -- as a uuid (random without a dedupe key), and signature the hex HMAC of the rest as jsonb
 -- text, which idem_cdc_verify recomputes. SECURITY DEFINER to read the secret: EXECUTE goes
--- with the outbox's INSERT (idem_grant's app profile), never to PUBLIC.
+-- with the outbox's INSERT (idem_grant's app profile), never to PUBLIC. A direct call gets the
+-- put's checks: its arguments', and no message while the outbox has row-level security (a
+-- definer cannot tell whether the policies would apply to its caller).
 CREATE FUNCTION idempotency.cdc_message(
     topic pg_catalog.text,
     dedupe_key pg_catalog.text,
@@ -24,6 +38,13 @@ DECLARE
     key_ pg_catalog.bytea;
     doc pg_catalog.jsonb;
 BEGIN
+    IF (SELECT c.relrowsecurity FROM pg_catalog.pg_class AS c
+         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000',
+            MESSAGE = 'idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox''s row-level security policies',
+            HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
+    END IF;
+    PERFORM idempotency.outbox_put_check(topic, payload, dedupe_key, headers);
     SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
     IF key_ IS NULL THEN
         RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
@@ -80,6 +101,32 @@ REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) FROM PUBLIC
 COMMENT ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) IS
     'true when a cdc_message put''s content carries this database''s signature: drop a message for which it is false before idem_inbox_accept';
 
+-- The message (a cdc_message put's content, as the text emitted) parsed, when it carries this
+-- database's signature; NULL otherwise, also for text that is not JSON: anyone may emit junk
+-- with the prefix, and a consumer that raised on it would stop there for good.
+CREATE FUNCTION @extschema@.idem_cdc_verified(message pg_catalog.text)
+RETURNS pg_catalog.jsonb
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    doc pg_catalog.jsonb;
+BEGIN
+    BEGIN
+        doc := message::pg_catalog.jsonb;
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+        RETURN NULL;
+    END;
+    IF @extschema@.idem_cdc_verify(doc) THEN
+        RETURN doc;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) IS
+    'A cdc_message put''s content parsed when it carries this database''s signature, NULL otherwise (not JSON included): what a consumer applies';
+
 -- Whoever may already put into the outbox keeps putting cdc_message and verifying after an
 -- update (a fresh install has no such role yet).
 DO $grant$
@@ -93,7 +140,8 @@ BEGIN
                 AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
                 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, '
-            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb) TO %s', r);
+            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb), '
+            '@extschema@.idem_cdc_verified(pg_catalog.text) TO %s', r);
     END LOOP;
 END
 $grant$;
@@ -110,3 +158,27 @@ BEGIN
     EXECUTE pg_catalog.format('ALTER FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) OWNER TO %s', owner_);
 END
 $owner$;
+
+-- Only the owner reads the secret or writes it: row-level security with no policy binds every
+-- other role (pg_read_all_data and pg_write_all_data too; the owner is exempt without FORCE),
+-- and no grant survives, not even one from default privileges. Run at install and update.
+DO $lock$
+DECLARE
+    r pg_catalog.regrole;
+BEGIN
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c
+         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass)
+       OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" THEN
+        RETURN;
+    END IF;
+    ALTER TABLE idempotency.cdc_secret ENABLE ROW LEVEL SECURITY;
+    REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
+    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
+               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
+                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON idempotency.cdc_secret FROM %s', r);
+    END LOOP;
+END
+$lock$;
