@@ -134,8 +134,11 @@ BEGIN
         parts := pg_catalog.regexp_match(raw, '^([0-9]{1,10})\s*(B|kB|MB|GB)?$'::pg_catalog.text);
         IF parts IS NOT NULL THEN
             -- numeric, so that no size overflows before the range check below.
-            limit_ := LEAST(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) CASE parts[2] WHEN 'kB' THEN 1024::pg_catalog.numeric
-                WHEN 'MB' THEN 1048576::pg_catalog.numeric WHEN 'GB' THEN 1073741824::pg_catalog.numeric ELSE 1::pg_catalog.numeric END,
+            limit_ := LEAST(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) CASE
+                WHEN parts[2] OPERATOR(pg_catalog.=) 'kB'::pg_catalog.text THEN 1024::pg_catalog.numeric
+                WHEN parts[2] OPERATOR(pg_catalog.=) 'MB'::pg_catalog.text THEN 1048576::pg_catalog.numeric
+                WHEN parts[2] OPERATOR(pg_catalog.=) 'GB'::pg_catalog.text THEN 1073741824::pg_catalog.numeric
+                ELSE 1::pg_catalog.numeric END,
                 1073741824::pg_catalog.numeric)::pg_catalog.int8;
         END IF;
         IF parts IS NULL OR limit_ OPERATOR(pg_catalog.<) 1 OR limit_ OPERATOR(pg_catalog.>) 1073741823 THEN
