@@ -491,6 +491,15 @@ RETURNS pg_catalog.bytea
 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
 
+-- HMAC-SHA256 of message under this database's secret, read inside it, so that the secret is
+-- never an argument or a parameter a log could show (auto_explain); NULL without a secret.
+-- Reads as its caller: the definer functions below, as the tables' owner.
+CREATE FUNCTION idempotency.cdc_sign(message pg_catalog.bytea)
+RETURNS pg_catalog.bytea
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'cdc_sign_wrapper';
+REVOKE ALL ON FUNCTION idempotency.cdc_sign(pg_catalog.bytea) FROM PUBLIC;
+
 -- idem_outbox_put's checks of its arguments (names, payload, headers, the size cap), raised as
 -- the put raises them: cdc_message runs them too, so that calling it directly signs nothing a
 -- put would refuse. Executable by anyone: it reads nothing.
@@ -519,8 +528,9 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    key_ pg_catalog.bytea;
+    id_ pg_catalog.uuid;
     doc pg_catalog.jsonb;
+    sig pg_catalog.bytea;
 BEGIN
     IF (SELECT c.relrowsecurity FROM pg_catalog.pg_class AS c
          WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass) THEN
@@ -529,23 +539,23 @@ BEGIN
             HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
     END IF;
     PERFORM idempotency.outbox_put_check(topic, payload, dedupe_key, headers);
-    SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
-    IF key_ IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
-            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
-    END IF;
+    id_ := CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
+        ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_sign(
+                 pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
+                 OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
+             'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END;
     doc := pg_catalog.jsonb_build_object(
-        'message_id'::pg_catalog.text, CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
-            ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_hmac(key_,
-                     pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
-                     OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
-                 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END,
+        'message_id'::pg_catalog.text, id_,
         'topic'::pg_catalog.text, topic, 'dedupe_key'::pg_catalog.text, dedupe_key,
         'payload'::pg_catalog.text, payload, 'headers'::pg_catalog.text, headers,
         'created_at'::pg_catalog.text, pg_catalog.now());
+    sig := idempotency.cdc_sign(pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name));
+    IF id_ IS NULL OR sig IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
+            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
+    END IF;
     RETURN (doc OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature'::pg_catalog.text,
-        pg_catalog.encode(idempotency.cdc_hmac(key_, pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name)),
-                          'hex'::pg_catalog.text)))::pg_catalog.text;
+        pg_catalog.encode(sig, 'hex'::pg_catalog.text)))::pg_catalog.text;
 END
 $fn$;
 REVOKE ALL ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) FROM PUBLIC;
@@ -562,7 +572,6 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     sig pg_catalog.text;
-    key_ pg_catalog.bytea;
 BEGIN
     IF pg_catalog.jsonb_typeof(message) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text THEN
         RETURN false;
@@ -571,14 +580,11 @@ BEGIN
     IF sig IS NULL OR sig OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'::pg_catalog.text THEN
         RETURN false;
     END IF;
-    SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
-    IF key_ IS NULL THEN
-        RETURN false;
-    END IF;
-    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC.
-    RETURN pg_catalog.sha256(idempotency.cdc_hmac(key_, pg_catalog.convert_to(
+    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC; no
+    -- secret: NULL, false.
+    RETURN COALESCE(pg_catalog.sha256(idempotency.cdc_sign(pg_catalog.convert_to(
                (message OPERATOR(pg_catalog.-) 'signature'::pg_catalog.text)::pg_catalog.text, 'UTF8'::pg_catalog.name)))
-           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text));
+           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text)), false);
 END
 $fn$;
 REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) FROM PUBLIC;

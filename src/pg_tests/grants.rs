@@ -234,6 +234,8 @@ mod tests {
             &["app"],
         ),
         ("idem_cdc_verify", "SELECT idem_cdc_verify('{}')", &["app"]),
+        // The HMAC under the secret: its owner's, through the two above.
+        ("cdc_sign", "SELECT idempotency.cdc_sign('m')", &[]),
         (
             "idem_cdc_verified",
             "SELECT idem_cdc_verified('{}')",

@@ -243,3 +243,58 @@ fn default_privileges_do_not_leak_the_secret_in(edition: &str) {
         "{edition}"
     );
 }
+
+on_both_editions! {
+    /// The secret is read inside the statement that uses it (idempotency.cdc_sign), never
+    /// passed as an argument: with auto_explain logging every nested statement and its
+    /// parameters, and log_statement = all, a put, a direct call and both checks leave no
+    /// trace of it in the server's log (the portable edition's SQL HMAC took it as $1).
+    fn the_secret_is_never_a_logged_parameter => the_secret_is_never_a_logged_parameter_in;
+}
+
+fn the_secret_is_never_a_logged_parameter_in(edition: &str) {
+    let mut db = database(edition, "cdc_logged");
+    let secret = common::answer(
+        &mut db,
+        "SELECT encode(secret, 'hex') FROM idempotency.cdc_secret",
+    );
+    db.batch_execute(
+        "LOAD 'auto_explain';
+         SET auto_explain.log_min_duration = 0;
+         SET auto_explain.log_nested_statements = on;
+         SET log_statement = 'all';
+         SET idempotency.outbox_delivery = cdc_message;
+         DO $$ BEGIN
+             IF current_setting('server_version_num')::int >= 160000 THEN
+                 SET auto_explain.log_parameter_max_length = -1;
+             END IF;
+         END $$;",
+    )
+    .expect("auto_explain");
+    let signed = common::answer(
+        &mut db,
+        "SELECT idempotency.cdc_message('orders', 'order-1', '{\"n\": 1}', NULL)",
+    );
+    db.batch_execute("SELECT idem_outbox_put('orders', '{}', 'order-2')")
+        .expect("put");
+    let opened: Option<String> = db
+        .query_one("SELECT idem_cdc_verified($1::text)::text", &[&signed])
+        .expect("verified")
+        .get(0);
+    assert!(opened.is_some(), "{edition}: genuine");
+    let checked: bool = db
+        .query_one("SELECT idem_cdc_verify($1::text::jsonb)", &[&signed])
+        .expect("verify")
+        .get(0);
+    assert!(checked, "{edition}");
+    db.batch_execute("RESET log_statement").expect("reset");
+    let log = logical().log();
+    assert!(
+        log.contains("idempotency.cdc_secret"),
+        "{edition}: the nested statements are logged, or this test proves nothing"
+    );
+    assert!(
+        !log.contains(&secret),
+        "{edition}: the secret is in the server's log"
+    );
+}
