@@ -134,8 +134,11 @@ BEGIN
         parts := pg_catalog.regexp_match(raw, '^([0-9]{1,10})\s*(B|kB|MB|GB)?$'::pg_catalog.text);
         IF parts IS NOT NULL THEN
             -- numeric, so that no size overflows before the range check below.
-            limit_ := LEAST(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) CASE parts[2] WHEN 'kB' THEN 1024::pg_catalog.numeric
-                WHEN 'MB' THEN 1048576::pg_catalog.numeric WHEN 'GB' THEN 1073741824::pg_catalog.numeric ELSE 1::pg_catalog.numeric END,
+            limit_ := LEAST(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) CASE
+                WHEN parts[2] OPERATOR(pg_catalog.=) 'kB'::pg_catalog.text THEN 1024::pg_catalog.numeric
+                WHEN parts[2] OPERATOR(pg_catalog.=) 'MB'::pg_catalog.text THEN 1048576::pg_catalog.numeric
+                WHEN parts[2] OPERATOR(pg_catalog.=) 'GB'::pg_catalog.text THEN 1073741824::pg_catalog.numeric
+                ELSE 1::pg_catalog.numeric END,
                 1073741824::pg_catalog.numeric)::pg_catalog.int8;
         END IF;
         IF parts IS NULL OR limit_ OPERATOR(pg_catalog.<) 1 OR limit_ OPERATOR(pg_catalog.>) 1073741823 THEN
@@ -170,18 +173,9 @@ DECLARE
     -- A placeholder setting here (no library defines it): checked at put, not at SET.
     delivery pg_catalog.text := pg_catalog.current_setting('idempotency.outbox_delivery'::pg_catalog.text, true);
 BEGIN
-    PERFORM idempotency.portable_name('topic', 'P4000', idem_outbox_put.topic);
-    IF idem_outbox_put.payload IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004', MESSAGE = 'payload must not be null';
-    END IF;
-    IF idem_outbox_put.dedupe_key IS NOT NULL THEN
-        PERFORM idempotency.portable_name('dedupe_key', 'P4001', idem_outbox_put.dedupe_key);
-    END IF;
-    IF pg_catalog.jsonb_typeof(idem_outbox_put.headers) OPERATOR(pg_catalog.<>) 'object' THEN
-        RAISE EXCEPTION USING ERRCODE = '22023', MESSAGE = 'headers must be a JSON object';
-    END IF;
-    -- The size cap, as src/entry/outbox_size.rs: payload and headers as JSON text.
-    PERFORM idempotency.portable_outbox_size(idem_outbox_put.payload, idem_outbox_put.headers);
+    -- Its arguments' checks, shared with cdc_message (portable/cdc.sql).
+    PERFORM idempotency.outbox_put_check(idem_outbox_put.topic, idem_outbox_put.payload,
+                                         idem_outbox_put.dedupe_key, idem_outbox_put.headers);
     -- The CDC deliveries (docs/cdc.md), as src/entry/outbox_cdc.rs. Unset (NULL) or reset (''): poll.
     delivery := pg_catalog.lower(pg_catalog.btrim(delivery));
     IF delivery IS NULL OR delivery OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN

@@ -17,6 +17,9 @@ DECLARE
     name_ constant pg_catalog.text := pg_catalog.format('scope %s, key %s',
         idempotency.portable_quote(portable_diagnose.scope), idempotency.portable_quote(portable_diagnose.key));
 BEGIN
+    -- Rights first, as every caller of idempotency.requests (portable_access): anyone with
+    -- USAGE on the schema may call this, and the SELECT below locks the table to plan.
+    PERFORM idempotency.portable_access('requests'::pg_catalog.text);
     SELECT * INTO rec FROM idempotency.requests AS r
      WHERE r.scope OPERATOR(pg_catalog.=) portable_diagnose.scope
        AND r.key OPERATOR(pg_catalog.=) portable_diagnose.key;
@@ -241,11 +244,15 @@ COMMENT ON FUNCTION @extschema@.idem_forget IS 'Delete the record of (scope, key
 -- of the generations layout while the change waited for its lock.
 CREATE FUNCTION idempotency.portable_moved(s pg_catalog.text, k pg_catalog.text, attempt pg_catalog.int4)
 RETURNS pg_catalog.bool
-LANGUAGE sql VOLATILE
+LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
-SELECT EXISTS (SELECT FROM idempotency.requests AS r
-                WHERE r.scope OPERATOR(pg_catalog.=) s AND r.key OPERATOR(pg_catalog.=) k
-                  AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
-                  AND (attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) attempt))
+BEGIN
+    -- Rights first (portable_access): PL/pgSQL plans, and so locks, the table only below.
+    PERFORM idempotency.portable_access('requests'::pg_catalog.text);
+    RETURN EXISTS (SELECT FROM idempotency.requests AS r
+                    WHERE r.scope OPERATOR(pg_catalog.=) portable_moved.s AND r.key OPERATOR(pg_catalog.=) portable_moved.k
+                      AND r.status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status
+                      AND (portable_moved.attempt IS NULL OR r.attempt OPERATOR(pg_catalog.=) portable_moved.attempt));
+END
 $fn$;

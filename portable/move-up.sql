@@ -28,7 +28,9 @@ BEGIN
     LOCK TABLE idempotency.cdc_secret IN ACCESS EXCLUSIVE MODE;
     IF EXISTS (SELECT FROM pg_catalog.pg_class AS c
                 WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
-                  AND (c.relkind OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" OR c.relrowsecurity OR c.relforcerowsecurity
+                  -- Row-level security enabled with no policy is its own state (sql/cdc_sign.sql):
+                  -- it runs nothing and binds no owner. A policy or FORCE is not the edition's.
+                  AND (c.relkind OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" OR c.relforcerowsecurity
                        OR EXISTS (SELECT FROM pg_catalog.pg_policy AS p WHERE p.polrelid OPERATOR(pg_catalog.=) c.oid)
                        OR EXISTS (SELECT FROM pg_catalog.pg_rewrite AS r WHERE r.ev_class OPERATOR(pg_catalog.=) c.oid)
                        OR c.relowner OPERATOR(pg_catalog.<>) (SELECT q.relowner FROM pg_catalog.pg_class AS q

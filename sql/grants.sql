@@ -16,7 +16,8 @@ SELECT CASE
         'SELECT, INSERT, UPDATE ON idempotency.inbox, idempotency.versions',
         'SELECT, INSERT ON idempotency.outbox',
         'EXECUTE ON FUNCTION idempotency.cdc_message(text,text,jsonb,jsonb)',
-        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)']
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)',
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verified(text)']
     WHEN profile OPERATOR(pg_catalog.=) 'publisher' THEN ARRAY[
         'USAGE ON SCHEMA idempotency',
         'SELECT, UPDATE ON idempotency.outbox']

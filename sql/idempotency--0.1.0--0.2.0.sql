@@ -46,7 +46,8 @@ SELECT CASE
         'SELECT, INSERT, UPDATE ON idempotency.inbox, idempotency.versions',
         'SELECT, INSERT ON idempotency.outbox',
         'EXECUTE ON FUNCTION idempotency.cdc_message(text,text,jsonb,jsonb)',
-        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)']
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)',
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verified(text)']
     WHEN profile OPERATOR(pg_catalog.=) 'publisher' THEN ARRAY[
         'USAGE ON SCHEMA idempotency',
         'SELECT, UPDATE ON idempotency.outbox']
@@ -490,10 +491,33 @@ RETURNS pg_catalog.bytea
 LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
 AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
 
+-- HMAC-SHA256 of message under this database's secret, read inside it, so that the secret is
+-- never an argument or a parameter a log could show (auto_explain); NULL without a secret.
+-- Reads as its caller: the definer functions below, as the tables' owner.
+CREATE FUNCTION idempotency.cdc_sign(message pg_catalog.bytea)
+RETURNS pg_catalog.bytea
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'cdc_sign_wrapper';
+REVOKE ALL ON FUNCTION idempotency.cdc_sign(pg_catalog.bytea) FROM PUBLIC;
+
+-- idem_outbox_put's checks of its arguments (names, payload, headers, the size cap), raised as
+-- the put raises them: cdc_message runs them too, so that calling it directly signs nothing a
+-- put would refuse. Executable by anyone: it reads nothing.
+CREATE FUNCTION idempotency.outbox_put_check(
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    dedupe_key pg_catalog.text,
+    headers pg_catalog.jsonb
+) RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'outbox_put_check_wrapper';
+
 -- The content of a cdc_message put: message_id is HMAC(secret, topic || 0x00 || dedupe_key)
 -- as a uuid (random without a dedupe key), and signature the hex HMAC of the rest as jsonb
 -- text, which idem_cdc_verify recomputes. SECURITY DEFINER to read the secret: EXECUTE goes
--- with the outbox's INSERT (idem_grant's app profile), never to PUBLIC.
+-- with the outbox's INSERT (idem_grant's app profile), never to PUBLIC. A direct call gets the
+-- put's checks: its arguments', and no message while the outbox has row-level security (a
+-- definer cannot tell whether the policies would apply to its caller).
 CREATE FUNCTION idempotency.cdc_message(
     topic pg_catalog.text,
     dedupe_key pg_catalog.text,
@@ -504,26 +528,34 @@ LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    key_ pg_catalog.bytea;
+    id_ pg_catalog.uuid;
     doc pg_catalog.jsonb;
+    sig pg_catalog.bytea;
 BEGIN
-    SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
-    IF key_ IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
-            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
+    IF (SELECT c.relrowsecurity FROM pg_catalog.pg_class AS c
+         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000',
+            MESSAGE = 'idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox''s row-level security policies',
+            HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
     END IF;
+    PERFORM idempotency.outbox_put_check(topic, payload, dedupe_key, headers);
+    id_ := CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
+        ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_sign(
+                 pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
+                 OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
+             'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END;
     doc := pg_catalog.jsonb_build_object(
-        'message_id'::pg_catalog.text, CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
-            ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_hmac(key_,
-                     pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
-                     OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
-                 'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END,
+        'message_id'::pg_catalog.text, id_,
         'topic'::pg_catalog.text, topic, 'dedupe_key'::pg_catalog.text, dedupe_key,
         'payload'::pg_catalog.text, payload, 'headers'::pg_catalog.text, headers,
         'created_at'::pg_catalog.text, pg_catalog.now());
+    sig := idempotency.cdc_sign(pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name));
+    IF id_ IS NULL OR sig IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
+            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
+    END IF;
     RETURN (doc OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature'::pg_catalog.text,
-        pg_catalog.encode(idempotency.cdc_hmac(key_, pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name)),
-                          'hex'::pg_catalog.text)))::pg_catalog.text;
+        pg_catalog.encode(sig, 'hex'::pg_catalog.text)))::pg_catalog.text;
 END
 $fn$;
 REVOKE ALL ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) FROM PUBLIC;
@@ -540,7 +572,6 @@ SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
     sig pg_catalog.text;
-    key_ pg_catalog.bytea;
 BEGIN
     IF pg_catalog.jsonb_typeof(message) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text THEN
         RETURN false;
@@ -549,19 +580,42 @@ BEGIN
     IF sig IS NULL OR sig OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'::pg_catalog.text THEN
         RETURN false;
     END IF;
-    SELECT s.secret INTO key_ FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1;
-    IF key_ IS NULL THEN
-        RETURN false;
-    END IF;
-    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC.
-    RETURN pg_catalog.sha256(idempotency.cdc_hmac(key_, pg_catalog.convert_to(
+    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC; no
+    -- secret: NULL, false.
+    RETURN COALESCE(pg_catalog.sha256(idempotency.cdc_sign(pg_catalog.convert_to(
                (message OPERATOR(pg_catalog.-) 'signature'::pg_catalog.text)::pg_catalog.text, 'UTF8'::pg_catalog.name)))
-           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text));
+           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text)), false);
 END
 $fn$;
 REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) FROM PUBLIC;
 COMMENT ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) IS
     'true when a cdc_message put''s content carries this database''s signature: drop a message for which it is false before idem_inbox_accept';
+
+-- The message (a cdc_message put's content, as the text emitted) parsed, when it carries this
+-- database's signature; NULL otherwise, also for text that is not JSON: anyone may emit junk
+-- with the prefix, and a consumer that raised on it would stop there for good.
+CREATE FUNCTION @extschema@.idem_cdc_verified(message pg_catalog.text)
+RETURNS pg_catalog.jsonb
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    doc pg_catalog.jsonb;
+BEGIN
+    BEGIN
+        doc := message::pg_catalog.jsonb;
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+        RETURN NULL;
+    END;
+    IF @extschema@.idem_cdc_verify(doc) THEN
+        RETURN doc;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) IS
+    'A cdc_message put''s content parsed when it carries this database''s signature, NULL otherwise (not JSON included): what a consumer applies';
 
 -- Whoever may already put into the outbox keeps putting cdc_message and verifying after an
 -- update (a fresh install has no such role yet).
@@ -576,7 +630,8 @@ BEGIN
                 AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
                 AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
         EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, '
-            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb) TO %s', r);
+            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb), '
+            '@extschema@.idem_cdc_verified(pg_catalog.text) TO %s', r);
     END LOOP;
 END
 $grant$;
@@ -594,6 +649,50 @@ BEGIN
 END
 $owner$;
 
+-- Only the owner reads the secret or writes it: row-level security with no policy binds every
+-- other role (pg_read_all_data and pg_write_all_data too; the owner is exempt without FORCE),
+-- and no grant survives, not even one from default privileges. Run at install and update.
+DO $lock$
+DECLARE
+    r pg_catalog.regrole;
+BEGIN
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c
+         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass)
+       OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" THEN
+        RETURN;
+    END IF;
+    ALTER TABLE idempotency.cdc_secret ENABLE ROW LEVEL SECURITY;
+    REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
+    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
+               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
+                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON idempotency.cdc_secret FROM %s', r);
+    END LOOP;
+END
+$lock$;
+
+-- ---- issue #32: the status comparisons of idempotency.requests' CHECKs and partial indexes,
+-- ---- re-created as in sql/bootstrap.sql. CREATE EXTENSION runs with search_path set to the
+-- ---- extension's schema, and 0.1.0 compared the enum with untyped literals: an
+-- ---- `=(anyenum, text)` planted there before the install won, and every write ran it. The
+-- ---- tables' other comparisons had exact matches in pg_catalog, which is searched first.
+-- ---- Both rebuilds scan idempotency.requests under its ACCESS EXCLUSIVE lock. Before issue
+-- ---- #25's UPDATE below, which would otherwise check the rows with the old CHECKs.
+ALTER TABLE idempotency.requests
+    DROP CONSTRAINT requests_lease_check,
+    DROP CONSTRAINT requests_response_check,
+    ADD CONSTRAINT requests_lease_check CHECK ((status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status)
+                                          OPERATOR(pg_catalog.=) (locked_until IS NOT NULL)),
+    ADD CONSTRAINT requests_response_check CHECK (status OPERATOR(pg_catalog.=) 'succeeded'::@extschema@.idem_status OR response IS NULL);
+DROP INDEX idempotency.requests_lease_idx;
+CREATE INDEX requests_lease_idx ON idempotency.requests (locked_until)
+    WHERE status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status;
+DROP INDEX idempotency.requests_expiry_idx;
+CREATE INDEX requests_expiry_idx ON idempotency.requests (expires_at)
+    WHERE status OPERATOR(pg_catalog.<>) 'processing'::@extschema@.idem_status;
+
 -- ---- issue #25: lease and retention bounded to 100 years (requests_intervals_check, as in
 -- ---- sql/bootstrap.sql), so that upkeep's now() + retention never leaves the timestamp range.
 -- ---- Rows beyond the bound (only a hand-made UPDATE could store one) are clamped first.
@@ -607,25 +706,6 @@ ALTER TABLE idempotency.requests DROP CONSTRAINT requests_intervals_check,
                                                AND lease OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval
                                                AND retention OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
                                                AND retention OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval);
-
--- ---- issue #32: the status comparisons of idempotency.requests' CHECKs and partial indexes,
--- ---- re-created as in sql/bootstrap.sql. CREATE EXTENSION runs with search_path set to the
--- ---- extension's schema, and 0.1.0 compared the enum with untyped literals: an
--- ---- `=(anyenum, text)` planted there before the install won, and every write ran it. The
--- ---- tables' other comparisons had exact matches in pg_catalog, which is searched first.
--- ---- Both rebuilds scan idempotency.requests under its ACCESS EXCLUSIVE lock.
-ALTER TABLE idempotency.requests
-    DROP CONSTRAINT requests_lease_check,
-    DROP CONSTRAINT requests_response_check,
-    ADD CONSTRAINT requests_lease_check CHECK ((status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status)
-                                          OPERATOR(pg_catalog.=) (locked_until IS NOT NULL)),
-    ADD CONSTRAINT requests_response_check CHECK (status OPERATOR(pg_catalog.=) 'succeeded'::@extschema@.idem_status OR response IS NULL);
-DROP INDEX idempotency.requests_lease_idx;
-CREATE INDEX requests_lease_idx ON idempotency.requests (locked_until)
-    WHERE status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status;
-DROP INDEX idempotency.requests_expiry_idx;
-CREATE INDEX requests_expiry_idx ON idempotency.requests (expires_at)
-    WHERE status OPERATOR(pg_catalog.<>) 'processing'::@extschema@.idem_status;
 
 -- ---- issue #25: the policy probe of a claim under row-level security, a new function (as in
 -- ---- sql/claim.sql; keep the two identical until 0.2.0 is released)

@@ -110,9 +110,18 @@ pub(crate) const PUT_ARGS: Signature = Signature {
     args: &["text", "jsonb", "text", "jsonb", "timestamptz"],
 };
 
-fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
-    // SAFETY: called by Postgres as idem_outbox_put(text, jsonb, text, jsonb, timestamptz).
-    let (topic, payload, dedupe_key, headers, available_at) = unsafe {
+/// The put's checks of its first four arguments (topic, payload, dedupe_key, headers): names,
+/// a null payload, headers an object, the size cap. `idempotency.outbox_put_check` runs them again
+/// inside the signing function, so that no direct call signs what a put would refuse.
+///
+/// # Safety
+/// `fcinfo` is a call whose first four arguments are text, jsonb, text, jsonb.
+#[allow(clippy::type_complexity)]
+unsafe fn checked<'a>(
+    fcinfo: pg_sys::FunctionCallInfo,
+) -> Result<(&'a [u8], Datum, Option<&'a [u8]>, Option<Datum>)> {
+    // SAFETY: the caller's promise on the arguments' types.
+    let (topic, payload, dedupe_key, headers) = unsafe {
         (
             input::name("topic", errors::INVALID_SCOPE, args::bytes(fcinfo, 0))?,
             args::datum(fcinfo, 1).ok_or_else(|| null_error("payload"))?,
@@ -121,7 +130,6 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
                 some => Some(input::name("dedupe_key", errors::INVALID_KEY, some)?),
             },
             args::datum(fcinfo, 3),
-            args::datum(fcinfo, 4),
         )
     };
     if headers.is_some_and(|h| !is_object(h)) {
@@ -131,6 +139,14 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
         ));
     }
     outbox_size::check(payload, headers)?;
+    Ok((topic, payload, dedupe_key, headers))
+}
+
+fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
+    // SAFETY: called by Postgres as idem_outbox_put(text, jsonb, text, jsonb, timestamptz).
+    let (topic, payload, dedupe_key, headers) = unsafe { checked(fcinfo)? };
+    // SAFETY: argument 4 is the timestamptz.
+    let available_at = unsafe { args::datum(fcinfo, 4) };
     let conn = Conn::open_for(c"outbox")?;
     let insert = match outbox_cdc::delivery(available_at)? {
         OutboxDelivery::Poll => &PUT,
@@ -165,6 +181,19 @@ fn put(fcinfo: pg_sys::FunctionCallInfo) -> Result<i64> {
 }
 
 c_function!(idem_outbox_put, pg_finfo_idem_outbox_put, put);
+
+/// `idempotency.outbox_put_check(topic, payload, dedupe_key, headers)` (sql/cdc_sign.sql): the put's
+/// argument checks, raised as the put raises them; the portable edition's is portable/cdc.sql.
+fn put_check(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
+    // SAFETY: called by Postgres as outbox_put_check(text, jsonb, text, jsonb).
+    unsafe { checked(fcinfo) }.map(|_| ())
+}
+
+c_function!(
+    outbox_put_check_wrapper,
+    pg_finfo_outbox_put_check_wrapper,
+    put_check
+);
 
 // ---------------------------------------------------------------------------------------------
 // idem_outbox_take

@@ -23,6 +23,7 @@ use crate::base::access;
 use crate::base::errors::{self, IdemError, Result};
 use crate::base::settings::{self, OutboxDelivery};
 use crate::spi::{Conn, Statement, opt_text_arg, text_arg};
+use crate::steps::args::{self, c_function};
 
 const TEXT: Oid = pg_sys::TEXTOID;
 const JSONB: Oid = pg_sys::JSONBOID;
@@ -58,6 +59,47 @@ fn cdc_hmac(key: &[u8], message: &[u8]) -> Vec<u8> {
     mac.update(message);
     mac.finalize().into_bytes().to_vec()
 }
+
+/// The secret (sql/cdc.sql): the oldest row, as the caller may read it (the definer functions
+/// of sql/cdc_sign.sql run this as the tables' owner).
+static SECRET: Statement = Statement {
+    sql: "SELECT s.secret FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1",
+    args: &[],
+};
+
+/// `idempotency.cdc_sign(message)`: HMAC-SHA256 of `message` under the secret, read here, so
+/// that the secret is never an argument a log could show (auto_explain's parameters, issue 32's
+/// review, F5). NULL without a secret. The portable edition's is SQL (portable/cdc.sql).
+fn sign(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
+    // SAFETY: called by Postgres as cdc_sign(bytea), STRICT: the argument is not null.
+    let message = unsafe { args::bytes(fcinfo, 0) }.unwrap_or_default();
+    let key: Option<Vec<u8>> = {
+        let conn = Conn::open()?;
+        let rows = SECRET.run(&conn, &[])?;
+        match if rows.is_empty() {
+            None
+        } else {
+            rows.get(0, 1)?
+        } {
+            // SAFETY: a bytea datum of the result, copied out before SPI's memory goes.
+            Some(d) => unsafe { Vec::<u8>::from_datum(d, false) },
+            None => None,
+        }
+    };
+    match key {
+        // Made after SPI_finish, in the caller's memory.
+        Some(key) => Ok(cdc_hmac(&key, message)
+            .into_datum()
+            .unwrap_or(Datum::from(0))),
+        None => {
+            // SAFETY: a live call; NULL is the answer.
+            unsafe { (*fcinfo).isnull = true };
+            Ok(Datum::from(0))
+        }
+    }
+}
+
+c_function!(cdc_sign_wrapper, pg_finfo_cdc_sign_wrapper, sign);
 
 /// The delivery in force, after checking that a CDC delivery can work here, in this order:
 /// INSERT on the outbox, the server decodes logical changes, the message is not one for later

@@ -234,6 +234,19 @@ mod tests {
             &["app"],
         ),
         ("idem_cdc_verify", "SELECT idem_cdc_verify('{}')", &["app"]),
+        // The HMAC under the secret: its owner's, through the two above.
+        ("cdc_sign", "SELECT idempotency.cdc_sign('m')", &[]),
+        (
+            "idem_cdc_verified",
+            "SELECT idem_cdc_verified('{}')",
+            &["app"],
+        ),
+        // The put's argument checks read nothing.
+        (
+            "outbox_put_check",
+            "SELECT idempotency.outbox_put_check('t', '{}', NULL, NULL)",
+            &["app", "publisher", "upkeep", "monitor"],
+        ),
     ];
 
     #[pg_test]

@@ -352,7 +352,9 @@ impl Cluster {
     }
 
     pub fn log(&self) -> String {
-        std::fs::read_to_string(self.datadir.join("server.log")).unwrap_or_default()
+        // Lossy: a logged argument may be any bytes, and one bad byte must not empty the log.
+        String::from_utf8_lossy(&std::fs::read(self.datadir.join("server.log")).unwrap_or_default())
+            .into_owned()
     }
 }
 

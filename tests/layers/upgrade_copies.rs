@@ -101,3 +101,33 @@ fn a_changed_copy_fails() {
         vec!["s.f differs from sql/f.sql"]
     );
 }
+
+/// The statement of `sql` that starts with `start`, through its `;`, whitespace collapsed.
+fn statement(sql: &str, start: &str) -> Option<String> {
+    let at = sql.find(start)?;
+    let end = at + sql[at..].find(';')?;
+    Some(
+        sql[at..=end]
+            .split_whitespace()
+            .collect::<Vec<_>>()
+            .join(" "),
+    )
+}
+
+/// The CDC secret's table and its first row are written three times (the install, the
+/// portable edition's update, the upgrade script): the same statements in each.
+#[test]
+fn the_cdc_secret_is_made_alike_everywhere() {
+    let source = super::repo_file("sql/cdc.sql");
+    for copy in [UPGRADE, "portable/cdc_update.sql"] {
+        let text = super::repo_file(copy);
+        for start in [
+            "CREATE TABLE idempotency.cdc_secret (",
+            "REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;",
+            "INSERT INTO idempotency.cdc_secret (secret)",
+        ] {
+            let want = statement(&source, start).expect("in sql/cdc.sql");
+            assert_eq!(statement(&text, start), Some(want), "{copy}: {start}");
+        }
+    }
+}

@@ -248,7 +248,8 @@ fn the_update_script_replaces_the_functions_and_keeps_the_rows() {
         "SELECT idem_claim('u', 'k', 'h'); SELECT idem_complete('u', 'k', '{\"id\": 3}'); \
          CREATE OR REPLACE FUNCTION public.idem_version() RETURNS text LANGUAGE sql IMMUTABLE PARALLEL SAFE \
          SET search_path = pg_catalog, pg_temp AS $$ SELECT '0.1.9'::text $$; \
-         DROP FUNCTION idempotency.cdc_message(text, text, jsonb, jsonb), public.idem_cdc_verify(jsonb); \
+         DROP FUNCTION idempotency.cdc_message(text, text, jsonb, jsonb), public.idem_cdc_verify(jsonb), \
+                       public.idem_cdc_verified(text), idempotency.outbox_put_check(text, jsonb, text, jsonb); \
          DROP TABLE idempotency.cdc_secret; \
          GRANT USAGE ON SCHEMA idempotency TO portable_update_app; \
          GRANT SELECT, INSERT ON idempotency.outbox TO portable_update_app;",

@@ -5,6 +5,7 @@ mod error_guards;
 pub(crate) mod install_path;
 mod operator_precedence;
 mod privileges;
+mod public_functions;
 mod search_path;
 mod tables;
 mod tenants;

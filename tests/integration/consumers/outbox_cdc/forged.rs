@@ -153,20 +153,28 @@ fn only_the_owner_reads_the_cdc_secret_in(edition: &str) {
     assert!(!signed, "{edition}");
 }
 
-/// The consumer of docs/cdc.md: the signature is checked first (CASE keeps the order), so a
-/// forgery is dropped before idem_inbox_accept records its id.
-const CONSUME: &str = "WITH m AS (SELECT $1::text::jsonb AS doc)
+/// The consumer of docs/cdc.md: idem_cdc_verified parses and checks the text (NULL for junk
+/// and forgeries, never an error) before idem_inbox_accept records the id (CASE keeps the
+/// order; MATERIALIZED checks once).
+const CONSUME: &str = "WITH m AS MATERIALIZED (SELECT idem_cdc_verified($1::text) AS doc)
      INSERT INTO effects (message_id, n)
      SELECT (doc->>'message_id')::uuid, (doc->'payload'->>'n')::int FROM m
-     WHERE CASE WHEN idem_cdc_verify(doc)
+     WHERE CASE WHEN doc IS NOT NULL
                 THEN idem_inbox_accept('sink', doc->>'message_id', idem_hash(doc->'payload'))
                 ELSE false END";
+
+/// A consumer that casts and records without checking (the finding).
+const NAIVE: &str = "WITH m AS (SELECT $1::text::jsonb AS doc)
+     INSERT INTO naive_effects (message_id, n)
+     SELECT (doc->>'message_id')::uuid, (doc->'payload'->>'n')::int FROM m
+     WHERE idem_inbox_accept('naive', doc->>'message_id', idem_hash(doc->'payload'))";
 
 on_both_editions! {
     /// End to end through pg_recvlogical: a role with no grant emits a message with the id of a
     /// put still to come (the id it could compute before the key, and the real one) and, after
-    /// the put, the real id with another payload and the genuine signature. The consumer, run
-    /// twice over the whole stream, applies the genuine message once and no forgery.
+    /// the put, the real id with another payload and the genuine signature, then text that is
+    /// not JSON and the genuine message truncated. The consumer, run twice over the whole
+    /// stream, applies the genuine message once, no forgery, and never stops at the junk.
     #[cfg_attr(idem_no_test_decoding, ignore = "contrib's test_decoding is not installed")]
     fn a_forged_message_is_dropped_and_the_genuine_one_applied => a_forged_message_is_dropped_and_the_genuine_one_applied_in;
 }
@@ -233,29 +241,38 @@ fn a_forged_message_is_dropped_and_the_genuine_one_applied_in(edition: &str) {
     assert_eq!(genuine["message_id"], real_id.as_str(), "{edition}");
     let signature = genuine["signature"].as_str().expect("signed").to_string();
     forge(&mut forger, &real_id, 668, &signature);
-    wait_for("four messages", Duration::from_secs(60), || {
-        delivered(&out).len() >= 4
+    let whole = delivered(&out)[2].clone();
+    for junk in ["{\"message_id\": ", &whole[..whole.len() - 5]] {
+        forger
+            .execute(
+                "SELECT pg_logical_emit_message(true, 'idempotency.outbox', $1::text)",
+                &[&junk],
+            )
+            .expect("any role emits junk");
+    }
+    wait_for("six messages", Duration::from_secs(60), || {
+        delivered(&out).len() >= 6
     });
     stream.kill().expect("kill");
     stream.wait().expect("reap");
     let deliveries = delivered(&out);
-    assert_eq!(deliveries.len(), 4, "{edition}: {deliveries:?}");
+    assert_eq!(deliveries.len(), 6, "{edition}: {deliveries:?}");
     for _replay in 0..2 {
         for content in &deliveries {
             let mut tx = app.transaction().expect("begin");
-            tx.execute(CONSUME, &[content]).expect("apply");
+            tx.execute(CONSUME, &[content])
+                .expect("apply, junk included");
             tx.commit().expect("commit");
         }
     }
+    // The recipe that cast first stalled at the junk for good (22P02 on every retry).
+    let err = app.execute(NAIVE, &[&deliveries[4]]).expect_err("not JSON");
+    assert_eq!(common::sqlstate(&err), "22P02", "{edition}");
     // The finding: a consumer that does not verify applies the forgery with the real id and
     // then drops the genuine message as a duplicate.
-    let naive = CONSUME
-        .replace("effects", "naive_effects")
-        .replace("'sink'", "'naive'")
-        .replace("idem_cdc_verify(doc)", "true");
-    for content in &deliveries {
+    for content in &deliveries[..4] {
         // The genuine message is refused: a duplicate id with another hash (P4050).
-        let _ = app.execute(naive.as_str(), &[content]);
+        let _ = app.execute(NAIVE, &[content]);
     }
     assert_eq!(
         count(

@@ -312,3 +312,4 @@ fn cdc_puts_check_rights_and_policies_in(edition: &str) {
 // After the macro and the helpers it uses (macros are seen in textual order).
 mod forged;
 mod replay;
+mod secret;
