@@ -85,6 +85,7 @@ fn test_cfgs(major: u16, pg_config: &PgConfig) {
         ("idem_no_pg_cron", has_lib("pg_cron.so")),
         // contrib, absent from the Postgres builds without it.
         ("idem_no_test_decoding", has_lib("test_decoding.so")),
+        ("idem_no_auto_explain", has_lib("auto_explain.so")),
         ("idem_no_refint", has_ext("refint")),
     ];
     for (cfg, runs) in runs {
