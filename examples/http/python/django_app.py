@@ -40,6 +40,7 @@ from idempotency_http.django import Idempotency  # noqa: E402
 
 common.create_tables()
 idem = Idempotency(**common.SETTINGS)
+common.GAUGES["waiters"] = lambda: idem.engine.waiters
 
 
 class DemoUser:
@@ -107,7 +108,10 @@ def echo(request):
 @idem.idempotent()
 def slow(request):
     (eid,) = one(common.INSERT_EFFECT, ["slow", request.idempotency.key, 0])
-    time.sleep(float(request.GET.get("seconds", "1")))
+    if request.GET.get("lock"):
+        one(common.PAUSE, [int(request.GET["lock"])])
+    else:
+        time.sleep(float(request.GET.get("seconds", "1")))
     return JsonResponse({"effect_id": eid}, status=201)
 
 

@@ -19,6 +19,7 @@ from idempotency_http.fastapi import Idempotency, idempotent
 common.create_tables()
 pool = AsyncConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE, open=False)
 idem = Idempotency(pool, **common.SETTINGS)
+common.GAUGES["waiters"] = lambda: idem.engine.waiters
 
 
 @asynccontextmanager
@@ -83,9 +84,12 @@ async def echo(request: Request):
 
 
 @router.post("/slow", status_code=201)
-async def slow(seconds: float = 1.0, claim: Claim = Depends(idem.claim)):
+async def slow(seconds: float = 1.0, lock: Optional[int] = None, claim: Claim = Depends(idem.claim)):
     (eid,) = await one(claim, common.INSERT_EFFECT, ["slow", claim.key, 0])
-    await asyncio.sleep(seconds)
+    if lock is not None:
+        await one(claim, common.PAUSE, [lock])
+    else:
+        await asyncio.sleep(seconds)
     return {"effect_id": eid}
 
 

@@ -13,6 +13,7 @@ from idempotency_http.flask import Idempotency
 common.create_tables()
 pool = ConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE)
 idem = Idempotency(pool, **common.SETTINGS)
+common.GAUGES["waiters"] = lambda: idem.engine.waiters
 app = Flask(__name__)
 
 
@@ -53,7 +54,10 @@ def echo():
 @idem.idempotent()
 def slow():
     (eid,) = one(common.INSERT_EFFECT, ["slow", idem.claim.key, 0])
-    time.sleep(float(request.args.get("seconds", "1")))
+    if request.args.get("lock"):
+        one(common.PAUSE, [int(request.args["lock"])])
+    else:
+        time.sleep(float(request.args.get("seconds", "1")))
     return {"effect_id": eid}, 201
 
 
