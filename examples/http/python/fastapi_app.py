@@ -228,6 +228,32 @@ if AsyncSession is not None:
             raise RuntimeError("after the ORM commit")
         return JSONResponse({"effect_id": effect_id}, status_code=status)
 
+    try:  # SQLModel: its AsyncSession is SQLAlchemy's, bound to claim.conn the same way
+        from sqlmodel import Field, SQLModel
+        from sqlmodel.ext.asyncio.session import AsyncSession as SQLModelSession
+    except ImportError:
+        SQLModel = None
+
+    if SQLModel is not None:
+        class SqlModelEffect(SQLModel, table=True):
+            __tablename__ = "effects"
+            id: Optional[int] = Field(default=None, primary_key=True)
+            route: str
+            idem_key: str
+            body_len: int
+
+        @orm_router.post("/sqlmodel/effects/{status}")
+        async def sqlmodel_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+            async with SQLModelSession(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
+                effect = SqlModelEffect(route="sqlmodel", idem_key=claim.key, body_len=len(await request.body()))
+                session.add(effect)
+                await session.flush()
+                effect_id = effect.id
+                await session.commit()
+            if request.query_params.get("raise"):
+                raise RuntimeError("after the ORM commit")
+            return JSONResponse({"effect_id": effect_id}, status_code=status)
+
     app.include_router(orm_router)
 
 # The same routes mounted again under /v2 (another app): other resources, other records.

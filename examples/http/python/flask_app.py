@@ -162,6 +162,41 @@ if sqlalchemy is not None:
         return {"effect_id": effect_id}, status
 
 
+try:  # Flask-SQLAlchemy: its db.Model classes, written through a Session bound to claim.conn
+    from flask_sqlalchemy import SQLAlchemy
+except ImportError:
+    SQLAlchemy = None
+
+if sqlalchemy is not None and SQLAlchemy is not None:
+    app.config["SQLALCHEMY_DATABASE_URI"] = common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1)
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {"pool_size": common.POOL_SIZE}
+    fsa = SQLAlchemy(app)
+
+    class FsaEffect(fsa.Model):
+        __tablename__ = "effects"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        route: Mapped[str]
+        idem_key: Mapped[str]
+        body_len: Mapped[int]
+
+    with app.app_context():
+        fsa_idem = Idempotency(fsa.engine, **common.SETTINGS)  # Flask-SQLAlchemy's own engine
+
+    @app.post("/fsa/effects/<int:status>")
+    @fsa_idem.idempotent()
+    def fsa_effect(status):
+        # not db.session: Flask-SQLAlchemy picks its engine over a Session's bind, so db.session
+        # would write on another connection, outside the claim's transaction (docs/http-frameworks.md)
+        with Session(bind=fsa_idem.claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = FsaEffect(route="fsa", idem_key=fsa_idem.claim.key, body_len=len(request.get_data()))
+            session.add(effect)
+            session.commit()
+            effect_id = effect.id
+        if request.args.get("raise"):
+            raise RuntimeError("after the ORM commit")
+        return {"effect_id": effect_id}, status
+
+
 @app.get("/runs/<name>")
 def runs(name):
     return jsonify(runs=common.runs(name))
