@@ -41,6 +41,24 @@ app.post('/payments', idempotency({ pool, maxWait: 30 }, async (req, res) => {
     .json({ payment_id: Number(rows[0].id), order_id: String(orderId), amount: rows[0].amount });
 }));
 
+// The same insert without the adapter, in its own transaction (bench/http-roundtrips.sh).
+app.post('/plain/payments', async (req, res) => {
+  const { order_id: orderId, amount } = req.body;
+  const client = await pool.connect();
+  try {
+    await client.query('BEGIN');
+    const { rows } = await client.query(
+      'INSERT INTO payments (idem_key, order_id, amount) VALUES ($1::pg_catalog.text, $2::pg_catalog.text, $3::pg_catalog.numeric) RETURNING id, amount',
+      [null, String(orderId), String(amount)],
+    );
+    await client.query('COMMIT');
+    res.status(201).location(`/payments/${rows[0].id}`)
+      .json({ payment_id: Number(rows[0].id), order_id: String(orderId), amount: rows[0].amount });
+  } finally {
+    client.release();
+  }
+});
+
 // Uploads with multer: idempotency() first (it reads the multipart bytes, up to maxBodyBytes, and
 // fingerprints them exactly), then multer, fed those bytes by streamHandler (the stream is read).
 // The file is written in the claim's transaction: one row per key, replayed after.

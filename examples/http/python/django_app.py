@@ -19,12 +19,14 @@ settings.configure(
                     "DEFAULT_AUTHENTICATION_CLASSES": [], "DEFAULT_PERMISSION_CLASSES": []},
     DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"),
                            "USER": url.username or "", "PASSWORD": url.password or "",
-                           "HOST": url.hostname or "", "PORT": str(url.port or "")}},
+                           "HOST": url.hostname or "", "PORT": str(url.port or ""),
+                           # a connection per request unless set (bench/http-roundtrips.sh keeps them)
+                           "CONN_MAX_AGE": int(os.environ.get("IDEM_EXAMPLE_CONN_MAX_AGE", "0"))}},
     LOGGING_CONFIG=None)
 django.setup()
 
 from django.contrib.auth.models import AnonymousUser  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.http import Http404, HttpResponse, JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 from django.views.decorators.http import require_http_methods  # noqa: E402
@@ -202,6 +204,17 @@ class DrfViewSet(viewsets.ViewSet):
         return drf_effect(request, "viewset")
 
 
+@require_http_methods(["POST"])
+def plain_payment(request):
+    """The same insert without the adapter, in its own transaction (bench/http-roundtrips.sh)."""
+    body = json.loads(request.body)
+    with transaction.atomic():
+        pid, amount = one(common.INSERT_PAYMENT, [None, str(body["order_id"]), str(body["amount"]), None])
+    response = JsonResponse({"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}, status=201)
+    response["Location"] = f"/payments/{pid}"
+    return response
+
+
 @idem.idempotent()
 def django_404(request):
     common.count_run("django-404")
@@ -213,7 +226,7 @@ def runs(request, name):
 
 
 urlpatterns = [
-    path("payments", create_payment), path("echo", echo), path("slow", slow),
+    path("payments", create_payment), path("plain/payments", plain_payment), path("echo", echo), path("slow", slow),
     path("error-big", error_big), path("ok-big", ok_big), path("boom", boom), path("headers", headers),
     path("status/<int:code>", status), path("tenant/payments", tenant_payment),
     path("django/404", django_404), path("runs/<str:name>", runs),

@@ -42,6 +42,17 @@ def create_payment():
             {"Location": f"/payments/{pid}"})
 
 
+@app.post("/plain/payments")
+def plain_payment():
+    """The same insert without the adapter, in its own transaction (bench/http-roundtrips.sh)."""
+    body = request.get_json()
+    with pool.connection() as conn:
+        pid, amount = conn.execute(common.INSERT_PAYMENT, [None, str(body["order_id"]), str(body["amount"]), None],
+                                   prepare=common.PREPARE).fetchone()
+    return ({"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}, 201,
+            {"Location": f"/payments/{pid}"})
+
+
 @app.route("/echo", methods=["GET", "POST", "PUT"])
 @idem.idempotent()
 def echo():
