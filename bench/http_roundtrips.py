@@ -56,7 +56,10 @@ def postmaster_pid() -> int:
 
 
 def start(framework: str, port: int) -> subprocess.Popen:
-    env = dict(os.environ, PORT=str(port), IDEMPOTENCY_SERVICE="bench", IDEM_EXAMPLE_CONN_MAX_AGE="600")
+    # Django: one server thread keeping its connection (werkzeug's thread per request would
+    # open a connection per request, and the fork and login would dwarf what is measured)
+    env = dict(os.environ, PORT=str(port), IDEMPOTENCY_SERVICE="bench", IDEM_EXAMPLE_CONN_MAX_AGE="600",
+               IDEM_EXAMPLE_THREADED="0")
     if framework == "express":
         cmd = [str(ROOT / "examples/http/node/serve.sh")]
     else:

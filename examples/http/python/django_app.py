@@ -244,4 +244,7 @@ if __name__ == "__main__":
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
     sys.stdout.flush()
-    run_simple("127.0.0.1", int(os.environ["PORT"]), get_wsgi_application(), threaded=True)
+    # a thread per request, each with its own connection; IDEM_EXAMPLE_THREADED=0: one thread,
+    # whose connection CONN_MAX_AGE keeps (bench/http-roundtrips.sh)
+    run_simple("127.0.0.1", int(os.environ["PORT"]), get_wsgi_application(),
+               threaded=os.environ.get("IDEM_EXAMPLE_THREADED", "1") != "0")

@@ -227,11 +227,11 @@ if AsyncSession is not None:
     orm = Idempotency(async_engine, **common.SETTINGS)
     orm_router = APIRouter(route_class=orm.route)
 
-    @orm_router.post("/orm/effects/{status}")
-    async def orm_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+    async def orm_write(session_class, claim, model, route, request, status):
+        """One ORM row in the claim's transaction (then a raise, with ?raise=1)."""
         # create_savepoint: the session's commit releases its own savepoint; the adapter commits
-        async with AsyncSession(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
-            effect = Effect(route="orm", idem_key=claim.key, body_len=len(await request.body()))
+        async with session_class(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = model(route=route, idem_key=claim.key, body_len=len(await request.body()))
             session.add(effect)
             await session.flush()
             effect_id = effect.id  # read before commit: a commit expires it (no lazy load in async)
@@ -239,6 +239,10 @@ if AsyncSession is not None:
         if request.query_params.get("raise"):
             raise RuntimeError("after the ORM commit")
         return JSONResponse({"effect_id": effect_id}, status_code=status)
+
+    @orm_router.post("/orm/effects/{status}")
+    async def orm_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+        return await orm_write(AsyncSession, claim, Effect, "orm", request, status)
 
     try:  # SQLModel: its AsyncSession is SQLAlchemy's, bound to claim.conn the same way
         from sqlmodel import Field, SQLModel
@@ -256,15 +260,7 @@ if AsyncSession is not None:
 
         @orm_router.post("/sqlmodel/effects/{status}")
         async def sqlmodel_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
-            async with SQLModelSession(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
-                effect = SqlModelEffect(route="sqlmodel", idem_key=claim.key, body_len=len(await request.body()))
-                session.add(effect)
-                await session.flush()
-                effect_id = effect.id
-                await session.commit()
-            if request.query_params.get("raise"):
-                raise RuntimeError("after the ORM commit")
-            return JSONResponse({"effect_id": effect_id}, status_code=status)
+            return await orm_write(SQLModelSession, claim, SqlModelEffect, "sqlmodel", request, status)
 
     app.include_router(orm_router)
 

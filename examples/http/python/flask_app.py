@@ -159,18 +159,22 @@ if sqlalchemy is not None:
                                       pool_size=common.POOL_SIZE)
     orm = Idempotency(engine, **common.SETTINGS)
 
-    @app.post("/orm/effects/<int:status>")
-    @orm.idempotent()
-    def orm_effect(status):
+    def orm_write(claim, model, route, status):
+        """One ORM row in the claim's transaction (then a raise, with ?raise=1)."""
         # create_savepoint: the Session's commit releases its own savepoint; the adapter commits
-        with Session(bind=orm.claim.conn, join_transaction_mode="create_savepoint") as session:
-            effect = Effect(route="orm", idem_key=orm.claim.key, body_len=len(request.get_data()))
+        with Session(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = model(route=route, idem_key=claim.key, body_len=len(request.get_data()))
             session.add(effect)
             session.commit()
             effect_id = effect.id
         if request.args.get("raise"):
             raise RuntimeError("after the ORM commit")
         return {"effect_id": effect_id}, status
+
+    @app.post("/orm/effects/<int:status>")
+    @orm.idempotent()
+    def orm_effect(status):
+        return orm_write(orm.claim, Effect, "orm", status)
 
 
 try:  # Flask-SQLAlchemy: its db.Model classes, written through a Session bound to claim.conn
@@ -196,16 +200,10 @@ if sqlalchemy is not None and SQLAlchemy is not None:
     @app.post("/fsa/effects/<int:status>")
     @fsa_idem.idempotent()
     def fsa_effect(status):
-        # not db.session: Flask-SQLAlchemy picks its engine over a Session's bind, so db.session
-        # would write on another connection, outside the claim's transaction (docs/http-frameworks.md)
-        with Session(bind=fsa_idem.claim.conn, join_transaction_mode="create_savepoint") as session:
-            effect = FsaEffect(route="fsa", idem_key=fsa_idem.claim.key, body_len=len(request.get_data()))
-            session.add(effect)
-            session.commit()
-            effect_id = effect.id
-        if request.args.get("raise"):
-            raise RuntimeError("after the ORM commit")
-        return {"effect_id": effect_id}, status
+        # a Session bound to claim.conn, not db.session: Flask-SQLAlchemy picks its engine over a
+        # Session's bind, so db.session would write on another connection, outside the claim's
+        # transaction (docs/http-frameworks.md)
+        return orm_write(fsa_idem.claim, FsaEffect, "fsa", status)
 
 
 @app.get("/runs/<name>")
