@@ -80,7 +80,7 @@ pip_q build
 "$venv/bin/python" -m build --outdir "$pydir/dist" "$pydir/src" >/dev/null
 wheel=$(ls "$pydir"/dist/idempotency_http-*.whl)
 ls "$pydir"/dist/idempotency_http-*.tar.gz >/dev/null
-pip_q "$wheel[fastapi,flask,django,sqlalchemy]" "psycopg[binary]>=3.1" "uvicorn>=0.30" "pytest>=8" "httpx>=0.27" \
+pip_q "$wheel[fastapi,flask,django,sqlalchemy,flask-sqlalchemy,sqlmodel]" "psycopg[binary]>=3.1" "uvicorn>=0.30" "pytest>=8" "httpx>=0.27" \
   "djangorestframework>=3.14"
 "$venv/bin/python" - <<'PY'
 import importlib.resources, idempotency_http

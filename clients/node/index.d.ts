@@ -104,6 +104,8 @@ export function parseKey(lines: string | string[] | undefined): string;
 /** Seconds of `Prefer: wait=N`, or null. */
 export function parsePreferWait(value: string | undefined): number | null;
 export function defaultStatusAction(status: number): StatusAction;
+/** How many requests of this process are waiting (Prefer: wait) for their key on this pool now. */
+export function waiters(pool: PgPoolLike): number;
 export function essenceOf(contentType: string | undefined): string;
 
 export const PROBLEM: 'application/problem+json';

@@ -3,7 +3,7 @@
 // framework-neutral part; src/express.js the Express adapter.
 export { idempotency, idempotencyErrorHandler } from './src/express.js';
 export {
-  Attempt, claim, defaultStatusAction, normalizeOptions, problem, NEVER_REPLAYED, PROBLEM, PROBLEM_BASE,
+  Attempt, claim, defaultStatusAction, normalizeOptions, problem, waiters, NEVER_REPLAYED, PROBLEM, PROBLEM_BASE,
 } from './src/core.js';
 export { BodyError, EMPTY_HASH, essenceOf, fingerprintBytes, fingerprintRequest, formFields } from './src/fingerprint.js';
 export { IdempotencyKeyError, keyLines, parseKey, parsePreferWait } from './src/key.js';

@@ -32,6 +32,11 @@ export function defaultStatusAction(status) {
 }
 
 const waitersByPool = new WeakMap();
+
+/** How many requests of this process are waiting for their key on `pool` now (a gauge; maxWaiters bounds it). */
+export function waiters(pool) {
+  return waitersByPool.get(pool)?.n ?? 0;
+}
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 const quote = (name) => `"${String(name).replace(/"/g, '""')}"`;
 const seconds = (s) => `${Number(s).toFixed(3)} seconds`;

@@ -18,6 +18,32 @@ export const MAJOR = process.env.EXPRESS_MAJOR;
 export const BASE = 'https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header#';
 export const sleep = (ms) => new Promise((r) => setTimeout(r, ms));
 export const newKey = () => `k-${randomUUID()}`;
+/** A failsafe only: the concurrency tests wait on observable state, never on a sleep. */
+export const FAILSAFE_MS = 120_000;
+
+/** Polls `check` (async) until it is truthy; fails after FAILSAFE_MS. */
+export async function until(what, check) {
+  const deadline = Date.now() + FAILSAFE_MS;
+  while (!(await check())) {
+    assert.ok(Date.now() < deadline, `gave up waiting for ${what}`);
+    await sleep(20);
+  }
+}
+
+/** A session holding advisory lock `id` until release(); `waiting()` counts sessions blocked on it. */
+export async function advisoryGate(db) {
+  const id = 1 + Math.floor(Math.random() * 2 ** 24);
+  const gate = new pg.Client({ connectionString: DB });
+  await gate.connect();
+  await gate.query('SELECT pg_catalog.pg_advisory_lock($1::pg_catalog.int8)', [id]);
+  let ended;
+  return {
+    id,
+    waiting: async () => (await db.query(`SELECT count(*)::int AS n FROM pg_catalog.pg_locks WHERE locktype = 'advisory'
+      AND NOT granted AND classid = 0 AND objid = $1::pg_catalog.int8::pg_catalog.oid AND objsubid = 1`, [id])).rows[0].n,
+    release: () => (ended ??= gate.end()),
+  };
+}
 
 function freePort() {
   return new Promise((resolve) => {

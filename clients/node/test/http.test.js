@@ -246,3 +246,84 @@ test('a final client error is stored and replayed', async () => {
     "SELECT status::text AS status FROM idempotency.requests WHERE key = $1 AND scope = $2", [key, SCOPE]);
   assert.equal(s[0].status, 'failed_final');
 });
+
+// Uploads through multer (examples/http/node/app.js, POST /receipts): idempotency() before multer,
+// which it feeds the bytes it read. A real client's multipart body (fetch's FormData), serialized
+// once so that a retry resends the same bytes, boundary included (docs/http.md, fingerprints).
+async function form(fields) {
+  const fd = new FormData();
+  for (const [name, value] of Object.entries(fields)) {
+    if (typeof value === 'string') fd.append(name, value);
+    else fd.append(name, new Blob([value.bytes], { type: 'application/pdf' }), value.filename);
+  }
+  const req = new Request('http://127.0.0.1/', { method: 'POST', body: fd });
+  return { body: Buffer.from(await req.arrayBuffer()), type: req.headers.get('content-type') };
+}
+
+function upload(key, { body, type }, init = {}) {
+  return fetch(`${server.url}/receipts`, {
+    method: 'POST', body, headers: { 'content-type': type, 'idempotency-key': `"${key}"` }, ...init,
+  });
+}
+
+async function receipts(key) {
+  const { rows: r } = await db.query('SELECT filename, note, bytes FROM receipts WHERE idem_key = $1::pg_catalog.text', [key]);
+  return r;
+}
+
+async function claimed(key) {
+  const { rows: r } = await db.query('SELECT count(*)::int AS n FROM idempotency.requests WHERE key = $1::pg_catalog.text', [key]);
+  return r[0].n;
+}
+
+const PDF = Buffer.from('%PDF-1.4 receipt 42\n'.repeat(50));
+
+test('multer: an upload makes one row, and the same bytes again are the replay', async () => {
+  const key = newKey();
+  const sent = await form({ note: 'lunch', file: { bytes: PDF, filename: 'r42.pdf' } });
+  assert.match(sent.type, /^multipart\/form-data; boundary=/);
+  const first = await read(await upload(key, sent));
+  assert.equal(first.status, 201, first.body.toString());
+  assert.deepEqual(JSON.parse(first.body), { receipt_id: JSON.parse(first.body).receipt_id, filename: 'r42.pdf', size: PDF.length });
+  const again = await read(await upload(key, sent));
+  assert.equal(again.status, 201);
+  assert.equal(again.headers.get('idempotent-replayed'), 'true');
+  assert.deepEqual(again.body, first.body);
+  const stored = await receipts(key);
+  assert.equal(stored.length, 1);
+  assert.deepEqual([stored[0].filename, stored[0].note], ['r42.pdf', 'lunch']);
+  assert.deepEqual(stored[0].bytes, PDF); // multer parsed the bytes the adapter read
+});
+
+test('multer: another file, or the same file in a new form (another boundary), under one key is 422', async () => {
+  const key = newKey();
+  assert.equal((await upload(key, await form({ file: { bytes: PDF, filename: 'r42.pdf' } }))).status, 201);
+  for (const other of [{ file: { bytes: Buffer.concat([PDF, Buffer.from('x')]), filename: 'r42.pdf' } },
+    { file: { bytes: PDF, filename: 'r42.pdf' } }]) {
+    const r = await read(await upload(key, await form(other)));
+    assert.equal(r.status, 422, r.body.toString());
+    assert.equal(JSON.parse(r.body).type.endsWith('#payload-mismatch'), true);
+  }
+  assert.equal((await receipts(key)).length, 1);
+});
+
+test('multer: past maxBodyBytes, 413 before multer runs, nothing claimed (with a length, and chunked)', async () => {
+  const big = await form({ file: { bytes: Buffer.alloc(600 * 1024, 7), filename: 'big.pdf' } });
+  const sized = newKey();
+  const r = await read(await upload(sized, big));
+  assert.equal(r.status, 413);
+  assert.equal(JSON.parse(r.body).type.endsWith('#body-too-large'), true);
+  const chunked = newKey();
+  const stream = new ReadableStream({
+    start(c) {
+      for (let i = 0; i < big.body.length; i += 64 * 1024) c.enqueue(big.body.subarray(i, i + 64 * 1024));
+      c.close();
+    },
+  });
+  const rc = await read(await upload(chunked, { body: stream, type: big.type }, { duplex: 'half' }));
+  assert.equal(rc.status, 413);
+  for (const key of [sized, chunked]) {
+    assert.equal(await claimed(key), 0);
+    assert.equal((await receipts(key)).length, 0);
+  }
+});

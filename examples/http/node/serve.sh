@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
-# Start the Node example service: POST /payments on 127.0.0.1:$PORT, data in $DATABASE_URL.
+# Start the Node example service: POST /payments and /receipts on 127.0.0.1:$PORT, data in $DATABASE_URL.
 # Installs idempotency-http as a user would, from its npm pack tarball ($IDEM_NODE_TARBALL, or
-# one packed from clients/node), when package.json or the tarball changed; creates table payments.
+# one packed from clients/node), when package.json or the tarball changed; creates tables payments
+# and receipts.
 set -euo pipefail
 here=$(cd "$(dirname "$0")" && pwd)
 root=$(cd "$here/../../.." && pwd)
@@ -23,6 +24,7 @@ import pg from 'pg';
 const c = new pg.Client({ connectionString: process.env.DATABASE_URL });
 await c.connect();
 await c.query('CREATE TABLE IF NOT EXISTS payments (id bigserial PRIMARY KEY, idem_key text, order_id text, amount numeric)');
+await c.query('CREATE TABLE IF NOT EXISTS receipts (id bigserial PRIMARY KEY, idem_key text, note text, filename text, bytes bytea)');
 await c.end();
 "
 exec node app.js

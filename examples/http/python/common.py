@@ -12,6 +12,8 @@ DATABASE_URL = os.environ["DATABASE_URL"]
 SETTINGS: dict = {"replay_headers": ["x-extra"], "max_wait": 10.0}
 if os.environ.get("IDEM_EXAMPLE_METHODS"):
     SETTINGS["methods"] = os.environ["IDEM_EXAMPLE_METHODS"].split(",")
+if os.environ.get("IDEM_EXAMPLE_MAX_WAIT"):
+    SETTINGS["max_wait"] = float(os.environ["IDEM_EXAMPLE_MAX_WAIT"])
 if os.environ.get("IDEM_EXAMPLE_MAX_WAITERS"):
     SETTINGS["max_waiters"] = int(os.environ["IDEM_EXAMPLE_MAX_WAITERS"])
 if os.environ.get("IDEM_EXAMPLE_PROBLEM_BASE"):
@@ -39,6 +41,9 @@ def user_of(authorization, scheme: str = "bearer") -> "str | None":
 
 _runs: dict = {}
 _lock = threading.Lock()
+#: values read at /runs/<name> instead of a count: the app registers "waiters" (its adapter's
+#: waiting duplicates), which the tests wait on instead of sleeping
+GAUGES: dict = {}
 
 
 def count_run(name: str) -> None:
@@ -48,8 +53,14 @@ def count_run(name: str) -> None:
 
 
 def runs(name: str) -> int:
+    if name in GAUGES:
+        return GAUGES[name]()
     with _lock:
         return _runs.get(name, 0)
+
+
+#: /slow?lock=N: the handler waits for advisory lock N (held by the test) instead of sleeping
+PAUSE = "SELECT pg_catalog.pg_advisory_xact_lock(%s::pg_catalog.int8)::pg_catalog.text"
 
 
 def big(size: int) -> str:

@@ -19,12 +19,14 @@ settings.configure(
                     "DEFAULT_AUTHENTICATION_CLASSES": [], "DEFAULT_PERMISSION_CLASSES": []},
     DATABASES={"default": {"ENGINE": "django.db.backends.postgresql", "NAME": url.path.lstrip("/"),
                            "USER": url.username or "", "PASSWORD": url.password or "",
-                           "HOST": url.hostname or "", "PORT": str(url.port or "")}},
+                           "HOST": url.hostname or "", "PORT": str(url.port or ""),
+                           # a connection per request unless set (bench/http-roundtrips.sh keeps them)
+                           "CONN_MAX_AGE": int(os.environ.get("IDEM_EXAMPLE_CONN_MAX_AGE", "0"))}},
     LOGGING_CONFIG=None)
 django.setup()
 
 from django.contrib.auth.models import AnonymousUser  # noqa: E402
-from django.db import connection  # noqa: E402
+from django.db import connection, transaction  # noqa: E402
 from django.http import Http404, HttpResponse, JsonResponse  # noqa: E402
 from django.urls import path  # noqa: E402
 from django.views.decorators.http import require_http_methods  # noqa: E402
@@ -40,6 +42,7 @@ from idempotency_http.django import Idempotency  # noqa: E402
 
 common.create_tables()
 idem = Idempotency(**common.SETTINGS)
+common.GAUGES["waiters"] = lambda: idem.engine.waiters
 
 
 class DemoUser:
@@ -107,7 +110,10 @@ def echo(request):
 @idem.idempotent()
 def slow(request):
     (eid,) = one(common.INSERT_EFFECT, ["slow", request.idempotency.key, 0])
-    time.sleep(float(request.GET.get("seconds", "1")))
+    if request.GET.get("lock"):
+        one(common.PAUSE, [int(request.GET["lock"])])
+    else:
+        time.sleep(float(request.GET.get("seconds", "1")))
     return JsonResponse({"effect_id": eid}, status=201)
 
 
@@ -198,6 +204,17 @@ class DrfViewSet(viewsets.ViewSet):
         return drf_effect(request, "viewset")
 
 
+@require_http_methods(["POST"])
+def plain_payment(request):
+    """The same insert without the adapter, in its own transaction (bench/http-roundtrips.sh)."""
+    body = json.loads(request.body)
+    with transaction.atomic():
+        pid, amount = one(common.INSERT_PAYMENT, [None, str(body["order_id"]), str(body["amount"]), None])
+    response = JsonResponse({"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}, status=201)
+    response["Location"] = f"/payments/{pid}"
+    return response
+
+
 @idem.idempotent()
 def django_404(request):
     common.count_run("django-404")
@@ -209,7 +226,7 @@ def runs(request, name):
 
 
 urlpatterns = [
-    path("payments", create_payment), path("echo", echo), path("slow", slow),
+    path("payments", create_payment), path("plain/payments", plain_payment), path("echo", echo), path("slow", slow),
     path("error-big", error_big), path("ok-big", ok_big), path("boom", boom), path("headers", headers),
     path("status/<int:code>", status), path("tenant/payments", tenant_payment),
     path("django/404", django_404), path("runs/<str:name>", runs),
@@ -227,4 +244,7 @@ if __name__ == "__main__":
     logging.getLogger("werkzeug").setLevel(logging.ERROR)  # no line per request
 
     sys.stdout.flush()
-    run_simple("127.0.0.1", int(os.environ["PORT"]), get_wsgi_application(), threaded=True)
+    # a thread per request, each with its own connection; IDEM_EXAMPLE_THREADED=0: one thread,
+    # whose connection CONN_MAX_AGE keeps (bench/http-roundtrips.sh)
+    run_simple("127.0.0.1", int(os.environ["PORT"]), get_wsgi_application(),
+               threaded=os.environ.get("IDEM_EXAMPLE_THREADED", "1") != "0")

@@ -19,6 +19,7 @@ from idempotency_http.fastapi import Idempotency, idempotent
 common.create_tables()
 pool = AsyncConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE, open=False)
 idem = Idempotency(pool, **common.SETTINGS)
+common.GAUGES["waiters"] = lambda: idem.engine.waiters
 
 
 @asynccontextmanager
@@ -71,6 +72,18 @@ async def create_payment(request: Request, response: Response, claim: Claim = De
     return {"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}
 
 
+@app.post("/plain/payments", status_code=201)
+async def plain_payment(request: Request, response: Response):
+    """The same insert without the adapter, in its own transaction (bench/http-roundtrips.sh)."""
+    body = await request.json()
+    async with pool.connection() as conn:
+        cur = await conn.execute(common.INSERT_PAYMENT, [None, str(body["order_id"]), str(body["amount"]), None],
+                                 prepare=common.PREPARE)
+        pid, amount = await cur.fetchone()
+    response.headers["Location"] = f"/payments/{pid}"
+    return {"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}
+
+
 @router.api_route("/echo", methods=["GET", "POST", "PUT"])
 async def echo(request: Request):
     body = await request.body()
@@ -83,9 +96,12 @@ async def echo(request: Request):
 
 
 @router.post("/slow", status_code=201)
-async def slow(seconds: float = 1.0, claim: Claim = Depends(idem.claim)):
+async def slow(seconds: float = 1.0, lock: Optional[int] = None, claim: Claim = Depends(idem.claim)):
     (eid,) = await one(claim, common.INSERT_EFFECT, ["slow", claim.key, 0])
-    await asyncio.sleep(seconds)
+    if lock is not None:
+        await one(claim, common.PAUSE, [lock])
+    else:
+        await asyncio.sleep(seconds)
     return {"effect_id": eid}
 
 
@@ -211,11 +227,11 @@ if AsyncSession is not None:
     orm = Idempotency(async_engine, **common.SETTINGS)
     orm_router = APIRouter(route_class=orm.route)
 
-    @orm_router.post("/orm/effects/{status}")
-    async def orm_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+    async def orm_write(session_class, claim, model, route, request, status):
+        """One ORM row in the claim's transaction (then a raise, with ?raise=1)."""
         # create_savepoint: the session's commit releases its own savepoint; the adapter commits
-        async with AsyncSession(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
-            effect = Effect(route="orm", idem_key=claim.key, body_len=len(await request.body()))
+        async with session_class(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = model(route=route, idem_key=claim.key, body_len=len(await request.body()))
             session.add(effect)
             await session.flush()
             effect_id = effect.id  # read before commit: a commit expires it (no lazy load in async)
@@ -223,6 +239,28 @@ if AsyncSession is not None:
         if request.query_params.get("raise"):
             raise RuntimeError("after the ORM commit")
         return JSONResponse({"effect_id": effect_id}, status_code=status)
+
+    @orm_router.post("/orm/effects/{status}")
+    async def orm_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+        return await orm_write(AsyncSession, claim, Effect, "orm", request, status)
+
+    try:  # SQLModel: its AsyncSession is SQLAlchemy's, bound to claim.conn the same way
+        from sqlmodel import Field, SQLModel
+        from sqlmodel.ext.asyncio.session import AsyncSession as SQLModelSession
+    except ImportError:
+        SQLModel = None
+
+    if SQLModel is not None:
+        class SqlModelEffect(SQLModel, table=True):
+            __tablename__ = "effects"
+            id: Optional[int] = Field(default=None, primary_key=True)
+            route: str
+            idem_key: str
+            body_len: int
+
+        @orm_router.post("/sqlmodel/effects/{status}")
+        async def sqlmodel_effect(status: int, request: Request, claim: Claim = Depends(orm.claim)):
+            return await orm_write(SQLModelSession, claim, SqlModelEffect, "sqlmodel", request, status)
 
     app.include_router(orm_router)
 

@@ -13,6 +13,7 @@ from idempotency_http.flask import Idempotency
 common.create_tables()
 pool = ConnectionPool(common.DATABASE_URL, min_size=1, max_size=common.POOL_SIZE)
 idem = Idempotency(pool, **common.SETTINGS)
+common.GAUGES["waiters"] = lambda: idem.engine.waiters
 app = Flask(__name__)
 
 
@@ -41,6 +42,17 @@ def create_payment():
             {"Location": f"/payments/{pid}"})
 
 
+@app.post("/plain/payments")
+def plain_payment():
+    """The same insert without the adapter, in its own transaction (bench/http-roundtrips.sh)."""
+    body = request.get_json()
+    with pool.connection() as conn:
+        pid, amount = conn.execute(common.INSERT_PAYMENT, [None, str(body["order_id"]), str(body["amount"]), None],
+                                   prepare=common.PREPARE).fetchone()
+    return ({"payment_id": pid, "order_id": str(body["order_id"]), "amount": amount}, 201,
+            {"Location": f"/payments/{pid}"})
+
+
 @app.route("/echo", methods=["GET", "POST", "PUT"])
 @idem.idempotent()
 def echo():
@@ -53,7 +65,10 @@ def echo():
 @idem.idempotent()
 def slow():
     (eid,) = one(common.INSERT_EFFECT, ["slow", idem.claim.key, 0])
-    time.sleep(float(request.args.get("seconds", "1")))
+    if request.args.get("lock"):
+        one(common.PAUSE, [int(request.args["lock"])])
+    else:
+        time.sleep(float(request.args.get("seconds", "1")))
     return {"effect_id": eid}, 201
 
 
@@ -144,18 +159,51 @@ if sqlalchemy is not None:
                                       pool_size=common.POOL_SIZE)
     orm = Idempotency(engine, **common.SETTINGS)
 
-    @app.post("/orm/effects/<int:status>")
-    @orm.idempotent()
-    def orm_effect(status):
+    def orm_write(claim, model, route, status):
+        """One ORM row in the claim's transaction (then a raise, with ?raise=1)."""
         # create_savepoint: the Session's commit releases its own savepoint; the adapter commits
-        with Session(bind=orm.claim.conn, join_transaction_mode="create_savepoint") as session:
-            effect = Effect(route="orm", idem_key=orm.claim.key, body_len=len(request.get_data()))
+        with Session(bind=claim.conn, join_transaction_mode="create_savepoint") as session:
+            effect = model(route=route, idem_key=claim.key, body_len=len(request.get_data()))
             session.add(effect)
             session.commit()
             effect_id = effect.id
         if request.args.get("raise"):
             raise RuntimeError("after the ORM commit")
         return {"effect_id": effect_id}, status
+
+    @app.post("/orm/effects/<int:status>")
+    @orm.idempotent()
+    def orm_effect(status):
+        return orm_write(orm.claim, Effect, "orm", status)
+
+
+try:  # Flask-SQLAlchemy: its db.Model classes, written through a Session bound to claim.conn
+    from flask_sqlalchemy import SQLAlchemy
+except ImportError:
+    SQLAlchemy = None
+
+if sqlalchemy is not None and SQLAlchemy is not None:
+    app.config["SQLALCHEMY_DATABASE_URI"] = common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1)
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {"pool_size": common.POOL_SIZE}
+    fsa = SQLAlchemy(app)
+
+    class FsaEffect(fsa.Model):
+        __tablename__ = "effects"
+        id: Mapped[int] = mapped_column(primary_key=True)
+        route: Mapped[str]
+        idem_key: Mapped[str]
+        body_len: Mapped[int]
+
+    with app.app_context():
+        fsa_idem = Idempotency(fsa.engine, **common.SETTINGS)  # Flask-SQLAlchemy's own engine
+
+    @app.post("/fsa/effects/<int:status>")
+    @fsa_idem.idempotent()
+    def fsa_effect(status):
+        # a Session bound to claim.conn, not db.session: Flask-SQLAlchemy picks its engine over a
+        # Session's bind, so db.session would write on another connection, outside the claim's
+        # transaction (docs/http-frameworks.md)
+        return orm_write(fsa_idem.claim, FsaEffect, "fsa", status)
 
 
 @app.get("/runs/<name>")
