@@ -148,6 +148,23 @@ BEGIN
 END
 $fn$;
 
+-- 54001 when arrays and objects nest deeper than 128 (idem_canonical::MAX_DEPTH, the native
+-- limit), before anything else is checked: the walk below costs more with every level. The
+-- jsonpath walk visits levels 0..128 only and copies nothing, so this costs linear time.
+CREATE FUNCTION idempotency._idem_jcs_depth(payload pg_catalog.jsonb)
+RETURNS pg_catalog.void
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF pg_catalog.jsonb_path_exists(payload,
+           'strict $.**{128} ? (@.type() == "array" || @.type() == "object")'::pg_catalog.jsonpath) THEN
+        RAISE EXCEPTION 'JSON value nested deeper than 128 levels of arrays and objects' USING ERRCODE = '54001',
+            HINT = 'Canonical JSON takes at most 128 nested arrays and objects; send a deeper part as a JSON string.';
+    END IF;
+END
+$fn$;
+
 -- The canonical text of a jsonb value, in one statement: a recursive walk gives every value a
 -- path (bytea) that sorts in output order, and its token; the tokens, plus a closing token per
 -- container at path || ff, are concatenated in path order. A member's path step is its name's
@@ -160,6 +177,7 @@ LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
+PERFORM idempotency._idem_jcs_depth(payload);
 RETURN (
 WITH RECURSIVE node (path, prefix, value, kind, t) AS (
     SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload),
@@ -191,7 +209,12 @@ WITH RECURSIVE node (path, prefix, value, kind, t) AS (
                e.value
         FROM pg_catalog.jsonb_each(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN n.value END) e
       UNION ALL
-        SELECT pg_catalog.int4send(a.ord::pg_catalog.int4), ','::pg_catalog.text, a.value
+        -- one byte for the first 239 elements, then F0 and 4 bytes: shorter paths sort faster
+        SELECT CASE WHEN a.ord OPERATOR(pg_catalog.<) 240::pg_catalog.int8
+                    THEN pg_catalog.substr(pg_catalog.int4send(a.ord::pg_catalog.int4), 4)
+                    ELSE pg_catalog.decode('f0'::pg_catalog.text, 'hex'::pg_catalog.text)
+                         OPERATOR(pg_catalog.||) pg_catalog.int4send(a.ord::pg_catalog.int4) END,
+               ','::pg_catalog.text, a.value
         FROM pg_catalog.jsonb_array_elements(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN n.value END)
              WITH ORDINALITY a (value, ord)
     ) c
@@ -251,6 +274,7 @@ BEGIN
             DETAIL = CASE WHEN pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
                           THEN 'The payload is an array.' ELSE 'The payload is a scalar.' END;
     END IF;
+    PERFORM idempotency._idem_jcs_depth(payload);  -- the whole payload, as native
     RETURN idempotency.idem_hash(COALESCE(
         (SELECT pg_catalog.jsonb_object_agg(e.key, e.value)
          FROM pg_catalog.jsonb_each(payload) e
@@ -279,6 +303,13 @@ DECLARE
     result pg_catalog.text;
     lone pg_catalog.text[];
 BEGIN
+    -- The depth first, as native: on the jsonb cast, with every \uXXXX escape (which jsonb may
+    -- refuse: \u0000, lone surrogates) made a plain character; Postgres' own parser is linear.
+    PERFORM idempotency._idem_jcs_depth(CASE
+        WHEN pg_catalog.strpos(bare, E'\\u'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN t
+        ELSE pg_catalog.replace(pg_catalog.regexp_replace(bare, E'\\\\u[0-9a-fA-F]{4}'::pg_catalog.text,
+                 '_'::pg_catalog.text, 'g'::pg_catalog.text), pg_catalog.chr(2), E'\\\\'::pg_catalog.text)
+        END::pg_catalog.jsonb);
     -- A lone surrogate escape, which jsonb would refuse with its own 22P02: the native 22P05
     -- and message, naming the first one and its byte offset (each \\ in bare is 2 bytes).
     IF bare OPERATOR(pg_catalog.~*) E'\\\\ud[89a-f]'::pg_catalog.text THEN

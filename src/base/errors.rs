@@ -66,11 +66,7 @@ pub const NUMERIC_VALUE_OUT_OF_RANGE: SqlState = SqlState(*b"22003");
 pub const DUPLICATE_JSON_KEY: SqlState = SqlState(*b"22030");
 pub const INVALID_TEXT_REPRESENTATION: SqlState = SqlState(*b"22P02");
 pub const UNTRANSLATABLE_CHARACTER: SqlState = SqlState(*b"22P05");
-// Raised by Postgres' own stack-depth check while a deeply nested value is canonicalized.
-#[allow(
-    dead_code,
-    reason = "raised by Postgres; listed with every code a call can end with"
-)]
+// JSON nested deeper than idem_canonical::MAX_DEPTH (also Postgres' own stack-depth check).
 pub const STATEMENT_TOO_COMPLEX: SqlState = SqlState(*b"54001");
 pub const PROGRAM_LIMIT_EXCEEDED: SqlState = SqlState(*b"54000");
 /// A jsonb datum whose structure does not add up.
@@ -144,14 +140,21 @@ pub fn canonical_error(err: idem_canonical::Error) -> IdemError {
         idem_canonical::ErrorKind::Syntax => INVALID_TEXT_REPRESENTATION,
         idem_canonical::ErrorKind::Untranslatable => UNTRANSLATABLE_CHARACTER,
         idem_canonical::ErrorKind::TooLarge => PROGRAM_LIMIT_EXCEEDED,
+        idem_canonical::ErrorKind::TooDeep => STATEMENT_TOO_COMPLEX,
     };
+    // (portable/canonical.sql raises the same texts)
     let hint = match err.kind() {
         idem_canonical::ErrorKind::DuplicateKey => Some(
-            "RFC 8785 canonical JSON requires unique member names; cast to jsonb to keep the last one.",
+            "RFC 8785 canonical JSON requires unique member names; cast to jsonb to keep the last one."
+                .to_owned(),
         ),
-        idem_canonical::ErrorKind::NumberOutOfRange => {
-            Some("RFC 8785 numbers are IEEE 754 doubles; send such values as strings.")
-        }
+        idem_canonical::ErrorKind::NumberOutOfRange => Some(
+            "RFC 8785 numbers are IEEE 754 doubles; send such values as strings.".to_owned(),
+        ),
+        idem_canonical::ErrorKind::TooDeep => Some(format!(
+            "Canonical JSON takes at most {} nested arrays and objects; send a deeper part as a JSON string.",
+            idem_canonical::MAX_DEPTH
+        )),
         _ => None,
     };
     let e = IdemError::new(code, err.message().to_owned());

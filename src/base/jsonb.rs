@@ -1,7 +1,8 @@
 //! The jsonb binary format, read directly (Postgres's utils/jsonb.h; stable on disk since
 //! 9.4): containers and their entries, numerics decoded from base-10000 digits to the nearest
 //! double, and the canonical writer over them. Every offset is bounds-checked; the walk is
-//! iterative (explicit stack), so any nesting depth Postgres could build is accepted.
+//! iterative (explicit stack). Nesting beyond `idem_canonical::MAX_DEPTH` is refused (54001)
+//! by a first pass over the containers alone, before any other check, as the portable edition does.
 
 use std::borrow::Cow;
 use std::collections::BTreeSet;
@@ -200,6 +201,41 @@ fn numeric_to_f64(num: &[u8], scratch: &mut String) -> errors::Result<f64> {
     number_from_decimal_text(scratch).map_err(canonical_error)
 }
 
+/// 54001 unless at most `idem_canonical::MAX_DEPTH` containers nest: a walk of the container
+/// headers only (no scalar is decoded), stopping at the first one too deep.
+fn check_depth(root: &[u8], top: &Container) -> errors::Result<()> {
+    if top.header & JB_FSCALAR != 0 {
+        return Ok(());
+    }
+    let mut stack = vec![(container_at(root, 0)?, 0usize, 0usize)];
+    let mut work = 0;
+    while let Some((c, index, off)) = stack.last_mut() {
+        idem_canonical::interrupt::tick(&mut work);
+        let entries = if c.header & JB_FOBJECT != 0 {
+            2 * c.count
+        } else {
+            c.count
+        };
+        if *index == entries {
+            stack.pop();
+            continue;
+        }
+        let child = next_child(root, c, *index, off)?;
+        *index += 1;
+        if child.jentry & JENTRY_TYPEMASK == JENTRY_ISCONTAINER {
+            if stack.len() >= idem_canonical::MAX_DEPTH {
+                return Err(canonical_error(idem_canonical::Error::too_deep()));
+            }
+            stack.push((
+                container_at(root, child.base + intalign(child.start))?,
+                0,
+                0,
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Top-level members to keep (`idem_hash(jsonb, text[])`).
 pub type FieldSet<'a> = BTreeSet<&'a [u8]>;
 
@@ -248,6 +284,7 @@ pub fn write_jsonb<S: Sink>(
             }
         )));
     }
+    check_depth(root, &top)?;
     let mut pending = if top.header & JB_FSCALAR != 0 {
         // A top-level scalar is stored as a one-element "raw scalar" array.
         if top.count != 1 || top.header & JB_FARRAY == 0 {

@@ -282,18 +282,39 @@ mod tests {
         assert_eq!(msg, r#"22030: duplicate JSON object key "k""#);
     }
 
-    /// As deep as Postgres lets us build (our walkers are iterative: no limit of their own).
+    /// Up to idem_canonical::MAX_DEPTH nested arrays and objects; one more is 54001 with its
+    /// message and hint, before any other error in the value, in every form.
     #[pg_test]
-    fn deep_nesting_within_postgres_limits() {
-        let depth = 2000;
-        let doc = format!("{}1{}", "[".repeat(depth), "]".repeat(depth));
-        for ty in ["json", "jsonb"] {
-            assert_eq!(text(&format!("SELECT idem_canonical('{doc}'::{ty})")), doc);
+    fn nesting_depth_limit() {
+        let max = idem_canonical::MAX_DEPTH;
+        let chain =
+            |d: usize, open: &str, close: &str| format!("{}1{}", open.repeat(d), close.repeat(d));
+        for (open, close) in [("[", "]"), (r#"{"a":"#, "}"), (r#"[{"a":"#, "}]")] {
+            let per = open.matches(['[', '{']).count();
+            let at = chain(max / per, open, close);
+            let over = format!("[{at}]");
+            for ty in ["json", "jsonb"] {
+                assert_eq!(text(&format!("SELECT idem_canonical('{at}'::{ty})")), at);
+                for call in ["idem_canonical", "idem_hash"] {
+                    assert_sqlstate(&format!("SELECT {call}('{over}'::{ty})"), "54001");
+                }
+                // Depth comes first: a number beyond the doubles before it does not win.
+                assert_sqlstate(
+                    &format!("SELECT idem_hash('[1e400,{over}]'::{ty})"),
+                    "54001",
+                );
+            }
+            let fields = format!(r#"SELECT idem_hash('{{"b":{over}}}'::jsonb, ARRAY['a'])"#);
+            assert_sqlstate(&fields, "54001");
         }
-        let doc = format!("{}1{}", r#"{"a":"#.repeat(depth), "}".repeat(depth));
-        for ty in ["json", "jsonb"] {
-            assert_eq!(text(&format!("SELECT idem_canonical('{doc}'::{ty})")), doc);
-        }
+        let msg = outcome(&format!(
+            "SELECT idem_hash('{}'::jsonb)",
+            chain(max + 1, "[", "]")
+        ));
+        assert_eq!(
+            msg,
+            format!("54001: JSON value nested deeper than {max} levels of arrays and objects")
+        );
     }
 
     #[pg_test]

@@ -18,6 +18,8 @@ pub enum ErrorKind {
     /// The input exceeds a structural limit of this crate (4 GiB of text, or of a lock scope),
     /// or the canonical text exceeds the limit of the sink it is written to.
     TooLarge,
+    /// Arrays and objects nested deeper than [`crate::MAX_DEPTH`].
+    TooDeep,
 }
 
 impl ErrorKind {
@@ -29,6 +31,7 @@ impl ErrorKind {
             ErrorKind::Syntax => "22P02",
             ErrorKind::Untranslatable => "22P05",
             ErrorKind::TooLarge => "54000",
+            ErrorKind::TooDeep => "54001",
         }
     }
 }
@@ -103,6 +106,17 @@ impl Error {
         Self::new(
             ErrorKind::TooLarge,
             "the canonical JSON text exceeds the size limit of its destination",
+        )
+    }
+
+    /// Nesting beyond [`crate::MAX_DEPTH`] (54001).
+    pub fn too_deep() -> Self {
+        Self::new(
+            ErrorKind::TooDeep,
+            format!(
+                "JSON value nested deeper than {} levels of arrays and objects",
+                crate::MAX_DEPTH
+            ),
         )
     }
 

@@ -11,8 +11,10 @@
 //! * Pieces: [`number_from_decimal_text`], [`write_number`], [`write_string`].
 //! * [`lock_key`]: `XXH3-64(u32_le(len(scope)) ‖ scope ‖ key) as i64`.
 //!
-//! Everything is iterative: nesting depth is bounded by memory, not by the call stack.
+//! Everything is iterative, never bounded by the call stack; nesting deeper than
+//! [`MAX_DEPTH`] is refused ([`ErrorKind::TooDeep`]) before anything else is checked.
 
+mod depth;
 mod emit;
 mod error;
 pub mod interrupt;
@@ -24,6 +26,7 @@ mod string;
 mod text;
 mod value;
 
+pub use depth::{MAX_DEPTH, check_text_depth};
 pub use emit::Emitter;
 pub use error::{Error, ErrorKind, Result};
 pub use interrupt::set_interrupt_hook;

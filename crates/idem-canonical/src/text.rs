@@ -1,7 +1,7 @@
 //! JSON text (RFC 8259) -> a flat preorder token tree -> canonical text.
 //!
-//! Both the parser and the serializer are iterative (explicit stacks on the heap), so nesting
-//! depth is limited by memory only, never by the thread's stack. Strings without escapes are
+//! Both the parser and the serializer are iterative (explicit stacks on the heap), never
+//! bounded by the thread's stack; nesting beyond [`crate::MAX_DEPTH`] is refused first. Strings without escapes are
 //! borrowed from the input; escaped ones are decoded once into a side buffer. Duplicate member
 //! names are detected on the decoded names while sorting (RFC 8785 requires unique names).
 
@@ -52,6 +52,7 @@ pub struct Document<'a> {
 impl<'a> Document<'a> {
     /// Parses one JSON text (any value at the top level, surrounding white space allowed).
     pub fn parse(input: &'a str) -> Result<Self> {
+        crate::depth::check_text_depth(input)?;
         Parser::new(input)?.run()
     }
 

@@ -8,7 +8,7 @@ use crate::error::{Error, ErrorKind, Result};
 use crate::sink::Sink;
 use crate::sort::cmp_utf16_str;
 
-/// Writes the canonical form of `value` (iteratively; any depth). Numbers are taken as
+/// Writes the canonical form of `value` (iteratively; at most [`crate::MAX_DEPTH`] deep). Numbers are taken as
 /// `Number::as_f64` (integers beyond 2^53 round to the nearest double, as RFC 8785 wants).
 pub fn write_value_canonical<S: Sink>(value: &Value, sink: S) -> Result<S> {
     enum Frame<'v> {
@@ -36,6 +36,9 @@ pub fn write_value_canonical<S: Sink>(value: &Value, sink: S) -> Result<S> {
                     out.number(f)?;
                 }
                 Value::String(s) => out.string(s),
+                Value::Array(_) | Value::Object(_) if stack.len() >= crate::MAX_DEPTH => {
+                    return Err(Error::too_deep());
+                }
                 Value::Array(items) => {
                     out.begin_array();
                     stack.push(Frame::Array(items.iter()));

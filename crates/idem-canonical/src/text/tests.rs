@@ -109,11 +109,18 @@ fn errors() {
 }
 
 #[test]
-fn deep_nesting_is_iterative() {
-    let depth = 100_000;
+fn deep_nesting_up_to_the_limit() {
+    let depth = crate::MAX_DEPTH;
     let text = format!("{}{}", "[".repeat(depth), "]".repeat(depth));
     assert_eq!(canon(&text).unwrap(), text);
     let text = format!("{}1{}", "{\"a\":".repeat(depth), "}".repeat(depth));
     assert_eq!(canon(&text).unwrap(), text);
-    assert_eq!(kind(&"[".repeat(depth)), "22P02");
+    // One more, or far more (even unclosed, or with a bad number first): 54001, at once.
+    for deep in [depth + 1, 100_000, 10_000_000] {
+        assert_eq!(
+            kind(&format!("{}{}", "[".repeat(deep), "]".repeat(deep))),
+            "54001"
+        );
+        assert_eq!(kind(&format!("[1e400,{}", "{\"a\":".repeat(deep))), "54001");
+    }
 }

@@ -15,6 +15,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 
+mod depth;
 mod random;
 mod special;
 
@@ -210,7 +211,7 @@ fn edge_cases() {
     .iter()
     .map(|s| s.to_string())
     .collect();
-    // Wide, and deep: arrays and objects nested 1,000 levels.
+    // Wide, and deep: arrays and objects nested as deep as allowed (more: depth.rs).
     cases.push(format!(
         "{{{}}}",
         (0..3000)
@@ -218,9 +219,18 @@ fn edge_cases() {
             .collect::<Vec<_>>()
             .join(",")
     ));
-    cases.push(format!("{}1{}", "[".repeat(1000), "]".repeat(1000)));
-    cases.push(format!("{}1{}", "{\"a\":".repeat(1000), "}".repeat(1000)));
+    let max = idem_canonical::MAX_DEPTH;
+    cases.push(format!("{}1{}", "[".repeat(max), "]".repeat(max)));
+    cases.push(format!("{}1{}", "{\"a\":".repeat(max), "}".repeat(max)));
     cases.push(format!("\"{}\"", "x\\\"\\u0001".repeat(10000)));
+    // Element paths take 1 byte below position 240 and 5 from there: order across the switch.
+    cases.push(format!(
+        "[{}]",
+        (0..600)
+            .map(|i| format!("[{i}, {{\"k\": [{i}, []]}}]"))
+            .collect::<Vec<_>>()
+            .join(",")
+    ));
     let n = compare("{s}.idem_canonical($1::jsonb)", &cases);
     compare("{s}.idem_canonical($1::json)", &cases);
     compare("{s}.idem_hash($1::jsonb)", &cases);
