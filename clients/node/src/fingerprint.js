@@ -4,7 +4,7 @@ import { createHash } from 'node:crypto';
 
 export const EMPTY_HASH = 'e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855';
 /** Deeper JSON is refused (body-not-json): JSON.stringify and Postgres's jsonb recurse per level. */
-export const MAX_JSON_DEPTH = 512;
+export const MAX_JSON_DEPTH = 128; // idem_canonical::MAX_DEPTH: deeper JSON would be 54001 in idem_hash
 export const FORM = 'application/x-www-form-urlencoded';
 
 export class BodyError extends Error {

@@ -111,14 +111,21 @@ def test_an_empty_body_is_its_own_case(server, db):
 
 
 @pytest.mark.parametrize("body", [b"{a", b'{"a": NaN}', b'"\xff"', b'{"a": "\\u0000"}',
-                                  b"[" * 513 + b"]" * 513, b'{"a":' * 3000 + b"1" + b"}" * 3000,
+                                  b"[" * 129 + b"]" * 129, b'{"a":' * 3000 + b"1" + b"}" * 3000,
                                   b"[" * 100_000 + b"]" * 100_000],
-                         ids=["broken", "NaN", "not-utf8", "nul", "deep-513", "deep-3000", "deep-100000"])
+                         ids=["broken", "NaN", "not-utf8", "nul", "deep-129", "deep-3000", "deep-100000"])
 def test_a_json_body_that_is_not_json_is_400_and_claims_nothing(server, db, body):
     key = new_key()
     doc = is_problem(server.post("/echo", key=key, body=body), 400, "body-not-json")
     assert doc["title"] == "Request body is not valid JSON"
     assert row(db, key) is None and effects(db, key) == 0
+
+
+def test_json_128_deep_is_taken_as_idem_hash_takes_it(server, db):
+    """128 levels is idem_hash's limit in both editions (129 is 400 above, not a 500 from 54001)."""
+    key = new_key()
+    assert server.post("/echo", key=key, body=b"[" * 128 + b"]" * 128).status_code == 201
+    assert row(db, key) is not None
 
 
 def test_an_endless_chunked_body_is_413_after_the_limit(server, db):

@@ -17,7 +17,7 @@ import http_sf
 #: hex SHA-256 of zero bytes: the fingerprint of every empty body.
 EMPTY_SHA256 = hashlib.sha256(b"").hexdigest()
 #: deeper JSON is refused (body-not-json): parsers and Postgres's jsonb recurse per level
-MAX_JSON_DEPTH = 512
+MAX_JSON_DEPTH = 128  # idem_canonical::MAX_DEPTH: deeper JSON would be 54001 in idem_hash
 _JSON_STRING = re.compile(r'"(?:[^"\\]|\\.)*"')
 _BRACKET = re.compile(r"[\[\]{}]")
 _STEP = {"[": 1, "{": 1, "]": -1, "}": -1}
