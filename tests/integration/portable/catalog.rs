@@ -177,7 +177,7 @@ SELECT 'operator ' || n.nspname || '.' || o.oprname || '(' || coalesce(o.oprleft
 /// An ACL as sorted `grantee:privilege[*]/grantor` items, the owner written `OWNER`, the
 /// default ACL when none is stored (so an explicit copy of the default is the same).
 const ACL_FUNCTION: &str = r#"
-CREATE FUNCTION pg_temp.idem_test_acl(acl aclitem[], kind "char", owner oid) RETURNS text
+CREATE OR REPLACE FUNCTION pg_temp.idem_test_acl(acl aclitem[], kind "char", owner oid) RETURNS text
 LANGUAGE sql STABLE AS $$
   SELECT coalesce(pg_catalog.string_agg(item, ',' ORDER BY item), '')
     FROM (SELECT CASE WHEN a.grantee = 0 THEN 'PUBLIC' WHEN a.grantee = owner THEN 'OWNER'
@@ -333,4 +333,24 @@ fn a_changed_default_in_the_portable_script_is_a_difference() {
             .any(|d| d.contains("arguments") && d.contains("'00:00:31'")),
         "{diff:#?}"
     );
+}
+
+/// `scripts/portable.sh --update` over an install whose functions drifted (here the
+/// strictness of `idem_metrics()` and `idem_version()`, not STRICT before this release) brings
+/// the catalog back to the native one.
+#[test]
+fn the_update_brings_a_drifted_install_to_the_same_catalog() {
+    let native = catalog(&mut common::cluster().database("catalog_native_upd"));
+    let mut p = crate::portable::install("catalog_portable_upd");
+    p.batch_execute(
+        "ALTER FUNCTION public.idem_metrics() CALLED ON NULL INPUT; \
+         ALTER FUNCTION public.idem_version() CALLED ON NULL INPUT",
+    )
+    .expect("drift");
+    let (diff, _) = differences(&native, &catalog(&mut p), EXCEPTIONS);
+    assert_eq!(diff.len(), 2, "{diff:#?}");
+    p.batch_execute(&common::portable_script(&["--update"]))
+        .expect("the update");
+    let (diff, stale) = differences(&native, &catalog(&mut p), EXCEPTIONS);
+    assert!(diff.is_empty() && stale.is_empty(), "{diff:#?} {stale:?}");
 }
