@@ -131,7 +131,7 @@ $fn$;
 
 CREATE FUNCTION @extschema@.idem_metrics()
 RETURNS TABLE (name pg_catalog.text, value pg_catalog.int8)
-LANGUAGE plpgsql VOLATILE PARALLEL SAFE
+LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 BEGIN
@@ -148,7 +148,7 @@ GRANT EXECUTE ON FUNCTION @extschema@.idem_metrics() TO pg_monitor;
 
 CREATE FUNCTION @extschema@.idem_version()
 RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE PARALLEL SAFE
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$ SELECT '@PORTABLE_VERSION@'::pg_catalog.text $fn$;
 

@@ -2,7 +2,8 @@
 //!
 //! Each changes a record only while it is `processing` (and, when the caller gives its
 //! `attempt`, only that attempt: fencing). When nothing changed, [`diagnose`] says why, or
-//! accepts the call as a harmless repeat.
+//! accepts the call as a harmless repeat; both decisions are `idem_protocol`'s (`diagnose`,
+//! `is_repeat`), only the comparison of the values is here.
 
 use pgrx::pg_sys::{self, Datum};
 
@@ -15,7 +16,7 @@ use crate::steps::args::{self, Signature, c_function};
 use crate::steps::change::{Target, change_attempt};
 use crate::steps::input;
 use crate::steps::transition::Transition;
-use idem_protocol::Diagnosis;
+use idem_protocol::{Diagnosis, Finish, is_repeat};
 
 static FORGET: Statement = Statement {
     sql: concat!("DELETE FROM idempotency.requests", by_key!()),
@@ -137,8 +138,8 @@ fn complete(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     };
     let why = errors::COMPLETE_NOT_PROCESSING;
     diagnose(found, attempt, why, "complete", scope, key, |state| {
-        // A repeat with an identical response is a no-op.
-        Ok(state.status == Status::Succeeded && same_response(state.response, response))
+        let same = same_response(state.response, response);
+        Ok(is_repeat(Finish::Complete, state.status, same))
     })
 }
 
@@ -191,14 +192,12 @@ fn fail(fcinfo: pg_sys::FunctionCallInfo) -> Result<()> {
     };
     let why = errors::FAIL_NOT_PROCESSING;
     diagnose(found, attempt, why, "fail", scope, key, |state| {
-        // A repeat of the same failure is a no-op.
         let same = |stored: Option<Datum>, given: Option<&[u8]>| {
             // SAFETY: failure_code and failure_message are text datums.
             stored.map(|d| unsafe { datum_bytes(d) }) == given
         };
-        Ok(state.status == status
-            && same(state.failure_code, code)
-            && same(state.failure_message, message))
+        let same = same(state.failure_code, code) && same(state.failure_message, message);
+        Ok(is_repeat(Finish::Fail(status), state.status, same))
     })
 }
 
@@ -250,7 +249,9 @@ fn checkpoint(fcinfo: pg_sys::FunctionCallInfo) -> Result<Datum> {
         Err(found) => found,
     };
     let why = errors::CHECKPOINT_NOT_PROCESSING;
-    diagnose(found, attempt, why, "checkpoint", scope, key, |_| Ok(false))?;
+    diagnose(found, attempt, why, "checkpoint", scope, key, |state| {
+        Ok(is_repeat(Finish::Checkpoint, state.status, false))
+    })?;
     Err(IdemError::new(
         errors::INTERNAL_ERROR,
         "checkpoint changed nothing",

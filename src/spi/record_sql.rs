@@ -303,8 +303,10 @@ impl Store for Sql<'_> {
     }
 
     fn lock_current(&mut self, target: Target<'_>, _txn: i64) -> Step<Option<Record>> {
-        // The statement checks the attempt is current; `txn` is the direct path's concern.
-        let locked = lock_current(self.0, target.scope, target.key, target.attempt)?;
+        // The statement's WHERE restates `Record::is_current`, so that it locks no other row;
+        // the crate's answer on the row it returns decides. `txn` is the direct path's concern.
+        let locked = lock_current(self.0, target.scope, target.key, target.attempt)?
+            .filter(|r| r.is_current(target.attempt));
         if locked.is_some() {
             fail_point!("change.sql");
         }

@@ -3,7 +3,7 @@
 //! else through SQL, with the same [`Transition`] either way.
 
 use crate::base::errors::Result;
-use crate::base::record::{Record, Status};
+use crate::base::record::Record;
 pub use crate::base::store::Target;
 use crate::base::store::{Step, Stop, Store};
 use crate::spi::{Conn, LazyConn};
@@ -84,9 +84,7 @@ fn change_with(
         // under its row lock: a change that waited for that lock finds no row, while the
         // record is the current attempt still, in another generation. Lock it there.
         passes += 1;
-        let moved = now.is_some_and(|r| {
-            r.status == Status::Processing && target.attempt.is_none_or(|a| a == r.attempt)
-        });
+        let moved = now.is_some_and(|r| r.is_current(target.attempt));
         if !moved || passes == 3 {
             return Ok(Err(now));
         }

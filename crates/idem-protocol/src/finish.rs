@@ -1,6 +1,30 @@
-//! Why a complete, fail or checkpoint changed nothing.
+//! Why a complete, fail or checkpoint changed nothing (it changes the current attempt only,
+//! [`crate::Record::is_current`]): a harmless repeat ([`is_repeat`]), a stale attempt, or no
+//! processing record ([`diagnose`]).
 
 use crate::record::{Record, Repr};
+use crate::state::Status;
+
+/// A finishing call, as far as the repeat rule looks at it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Finish {
+    Complete,
+    /// A failure into this status (`failed_retryable` or `failed_final`).
+    Fail(Status),
+    Checkpoint,
+}
+
+/// Does `call` repeat what a record of status `stored` holds? `same` says whether the call's
+/// values equal the stored ones (the response by jsonb equality; the failure code and message
+/// byte for byte, NULL equal to NULL). A repeat of a completion or of the same failure is
+/// accepted as a no-op; a checkpoint is never a repeat.
+pub fn is_repeat(call: Finish, stored: Status, same: bool) -> bool {
+    match call {
+        Finish::Complete => stored == Status::Succeeded && same,
+        Finish::Fail(status) => stored == status && same,
+        Finish::Checkpoint => false,
+    }
+}
 
 /// The explanation of a finish that changed nothing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -46,6 +70,26 @@ mod tests {
 
     fn no(_: &Record<crate::plain::Plain>) -> Result<bool, ()> {
         Ok(false)
+    }
+
+    #[test]
+    fn a_repeat_is_the_same_values_in_the_state_the_call_would_leave() {
+        use Status::*;
+        for stored in [Processing, Succeeded, FailedRetryable, FailedFinal] {
+            for same in [false, true] {
+                assert_eq!(
+                    is_repeat(Finish::Complete, stored, same),
+                    stored == Succeeded && same
+                );
+                for into in [FailedRetryable, FailedFinal] {
+                    assert_eq!(
+                        is_repeat(Finish::Fail(into), stored, same),
+                        stored == into && same
+                    );
+                }
+                assert!(!is_repeat(Finish::Checkpoint, stored, same));
+            }
+        }
     }
 
     #[test]

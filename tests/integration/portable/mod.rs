@@ -12,6 +12,7 @@ use std::time::Duration;
 use common::{Client, sql_block_after, sqlstate};
 
 mod canonical;
+mod catalog;
 mod contract;
 mod cron;
 mod differential;
