@@ -114,7 +114,7 @@ SELECT CASE WHEN c.relkind IN ('v', 'm') THEN 'view ' WHEN c.relkind = 'c' THEN 
          || pg_catalog.format_type(a.atttypid, a.atttypmod)
          || CASE WHEN a.attnotnull THEN ' NOT NULL' ELSE '' END
          || coalesce(' DEFAULT ' || pg_catalog.pg_get_expr(d.adbin, d.adrelid), '')
-         || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity ELSE '' END
+         || CASE WHEN a.attidentity <> '' THEN ' IDENTITY ' || a.attidentity::text ELSE '' END
          || CASE WHEN a.attgenerated <> '' THEN ' GENERATED' ELSE '' END
          || CASE WHEN a.attcollation <> 0 AND a.attcollation <> (SELECT typcollation FROM pg_catalog.pg_type WHERE oid = a.atttypid)
                  THEN ' COLLATE ' || a.attcollation::regcollation::text ELSE '' END
