@@ -11,13 +11,14 @@ use crate::error::{Error, Result};
 /// bodies nest far less.
 pub const MAX_DEPTH: usize = 128;
 
-/// An error unless the JSON text nests at most [`MAX_DEPTH`] arrays and objects. Linear, and
-/// blind to syntax: it counts the brackets outside strings (the parser checks the rest).
+/// An error unless the JSON text nests at most [`MAX_DEPTH`] arrays and objects. Linear,
+/// cancellable, and blind to syntax: it counts the brackets outside strings (the parser checks the rest).
 pub fn check_text_depth(text: &str) -> Result<()> {
     let mut depth = 0usize;
     let mut in_string = false;
     let mut escaped = false;
-    for &b in text.as_bytes() {
+    for (pos, &b) in text.as_bytes().iter().enumerate() {
+        crate::interrupt::at_byte(pos); // a cancel is honoured every MiB, here as in the parser
         if in_string {
             if escaped {
                 escaped = false;
