@@ -62,7 +62,7 @@ for db in native portable; do
   done
 done
 psql -d native -c "CREATE EXTENSION idempotency"
-psql -d portable -c "CREATE SCHEMA idempotency" -f "$repo/portable/canonical.sql"
+"$repo/scripts/portable.sh" --pure | psql -d portable -c "CREATE SCHEMA idempotency" -f -
 
 echo "Postgres $("$PG_CONFIG" --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); size=$size timeout=${timeout_s}s"
 printf '%-8s %-7s %-9s %14s %14s %9s\n' shape depth bytes native_ms portable_ms ratio

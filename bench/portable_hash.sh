@@ -40,7 +40,7 @@ for db in native portable; do
   psql -d "$db" -c "$docs" -c "$timer"
 done
 psql -d native -c "CREATE EXTENSION idempotency"
-psql -d portable -c "CREATE SCHEMA idempotency" -f "$repo/portable/canonical.sql" -f "$repo/portable/lock_key.sql"
+"$repo/scripts/portable.sh" --pure | psql -d portable -c "CREATE SCHEMA idempotency" -f -
 
 # name | database | statement over idem_bench_orders (one call per row)
 workloads=(

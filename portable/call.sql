@@ -2,12 +2,8 @@
 -- src/entry/call_target.rs): claim, run fn(request) once in a subtransaction (a PL/pgSQL exception
 -- block), record its result or its non-transient failure, re-raise a transient one.
 
-CREATE FUNCTION @extschema@.idem_retryable(
-    sqlstate pg_catalog.text
-) RETURNS pg_catalog.bool
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_retryable (sql/call.sql declares it).
+BODY idem_retryable LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF pg_catalog.octet_length(sqlstate) OPERATOR(pg_catalog.<>) 5
        OR sqlstate OPERATOR(pg_catalog.!~) '^[0-9A-Z]{5}$'::pg_catalog.text THEN
@@ -22,8 +18,6 @@ BEGIN
         OR pg_catalog.left(sqlstate, 2) OPERATOR(pg_catalog.=) ANY ('{08,53}'::pg_catalog.text[]);
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_retryable IS
-    'Is an error with this SQLSTATE transient (retry the whole transaction)? idem_call re-raises exactly these';
 
 -- `value` cut to at most `max_bytes` without splitting a character (pg_mbcliplen).
 CREATE FUNCTION idempotency.portable_clip(value pg_catalog.text, max_bytes pg_catalog.int4)
@@ -198,17 +192,7 @@ BEGIN
     RETURN result;
 END
 $fn$;
-CREATE FUNCTION @extschema@.idem_call(
-    scope pg_catalog.text,
-    key pg_catalog.text,
-    request pg_catalog.jsonb,
-    fn pg_catalog.regprocedure,
-    lease pg_catalog.interval DEFAULT '5 minutes',
-    retention pg_catalog.interval DEFAULT '24 hours'
-) RETURNS @extschema@.idem_call_result
-LANGUAGE sql VOLATILE PARALLEL UNSAFE
-AS $fn$
+-- The body of idem_call (sql/call.sql declares it).
+BODY idem_call LANGUAGE sql AS $fn$
 SELECT idempotency.portable_call($1, $2, $3, $4, $5, $6, pg_catalog.current_setting('search_path'::pg_catalog.text))
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_call IS
-    'Run fn(request) at most once per (scope, key): replay a stored response or final failure, or run it in a subtransaction and record the outcome';

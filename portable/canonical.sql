@@ -171,11 +171,8 @@ $fn$;
 -- UTF-16 sort key in UTF-8 and a 00 byte (jsonb names hold no U+0000), an element's its
 -- position as 4 bytes. Each member or element token starts with ',' and each opening bracket
 -- ends with U+0001, a character canonical text never holds raw; the pair is then deleted.
-CREATE FUNCTION idempotency.idem_canonical(payload pg_catalog.jsonb)
-RETURNS pg_catalog.text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_canonical (sql/canonical.sql declares it).
+BODY idem_canonical_jsonb_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
 PERFORM idempotency._idem_jcs_depth(payload);
 RETURN (
@@ -249,22 +246,16 @@ FROM (
 END
 $fn$;
 
-CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb)
-RETURNS pg_catalog.text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_hash (sql/canonical.sql declares it).
+BODY idem_hash_jsonb_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
                          'hex'::pg_catalog.text);
 END
 $fn$;
 -- idem_hash(payload, fields): the hash of the object made of only the listed top-level members.
-CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb, fields pg_catalog.text[])
-RETURNS pg_catalog.text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_hash (sql/canonical.sql declares it).
+BODY idem_hash_jsonb_fields_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     IF pg_catalog.array_position(fields, NULL::pg_catalog.text) IS NOT NULL THEN
         RAISE EXCEPTION 'idem_hash(payload, fields): fields must not contain NULL' USING ERRCODE = '22004';
@@ -287,11 +278,8 @@ $fn$;
 -- order: numbers beyond the doubles (document order, quoted as written), then duplicate
 -- member names (the first object in output order that has one, its least such name). A
 -- \u0000 escape (jsonb cannot hold U+0000) travels as \u0001 through jsonb and back.
-CREATE FUNCTION idempotency.idem_canonical(payload pg_catalog.json)
-RETURNS pg_catalog.text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_canonical (sql/canonical.sql declares it).
+BODY idem_canonical_json_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     t pg_catalog.text := payload::pg_catalog.text;
     -- escaped backslashes (\\) aside, so that only real escapes are seen and changed
@@ -399,11 +387,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.json)
-RETURNS pg_catalog.text
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_hash (sql/canonical.sql declares it).
+BODY idem_hash_json_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RETURN pg_catalog.encode(pg_catalog.sha256(pg_catalog.convert_to(idempotency.idem_canonical(payload), 'UTF8'::pg_catalog.name)),
                          'hex'::pg_catalog.text);

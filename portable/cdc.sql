@@ -1,11 +1,8 @@
 -- HMAC-SHA256 (RFC 2104) in SQL, for sql/cdc.sql's CDC message ids and signatures: the native
 -- edition's is Rust (src/entry/outbox_cdc.rs); both must give the same bytes (RFC 4231 vectors,
 -- tests/integration/consumers/outbox_cdc/forged.rs). Built-ins only: sha256 and get_byte.
-CREATE FUNCTION idempotency.cdc_hmac(key pg_catalog.bytea, message pg_catalog.bytea)
-RETURNS pg_catalog.bytea
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of cdc_hmac (sql/cdc_sign.sql declares it).
+BODY cdc_hmac_wrapper LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
 WITH k AS (
     -- A key longer than the block (64 bytes) is hashed first, then zero-padded to the block.
     SELECT CASE WHEN pg_catalog.octet_length($1) OPERATOR(pg_catalog.>) 64 THEN pg_catalog.sha256($1) ELSE $1 END AS b
@@ -26,11 +23,8 @@ $fn$;
 -- HMAC-SHA256 of message under this database's secret (sql/cdc.sql), read in this statement:
 -- the secret is never a parameter a log could show (auto_explain, log_statement), as it would
 -- be as cdc_hmac's key; NULL without a secret. The native edition's is Rust.
-CREATE FUNCTION idempotency.cdc_sign(message pg_catalog.bytea)
-RETURNS pg_catalog.bytea
-LANGUAGE sql STABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of cdc_sign (sql/cdc_sign.sql declares it).
+BODY cdc_sign_wrapper LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
 WITH k AS (
     SELECT s.secret AS b FROM idempotency.cdc_secret AS s ORDER BY s.created_at, s.secret LIMIT 1
 ), pads AS (
@@ -49,15 +43,8 @@ $fn$;
 
 -- idem_outbox_put's checks of its arguments, as src/entry/outbox.rs's (sql/cdc_sign.sql runs
 -- them in cdc_message, so that a direct call signs nothing a put would refuse).
-CREATE FUNCTION idempotency.outbox_put_check(
-    topic pg_catalog.text,
-    payload pg_catalog.jsonb,
-    dedupe_key pg_catalog.text,
-    headers pg_catalog.jsonb
-) RETURNS void
-LANGUAGE plpgsql STABLE PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of outbox_put_check (sql/cdc_sign.sql declares it).
+BODY outbox_put_check_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     PERFORM idempotency.portable_name('topic'::pg_catalog.text, 'P4000'::pg_catalog.text, topic);
     IF payload IS NULL THEN

@@ -8,18 +8,8 @@
 -- Record times: created_at/claimed_at/updated_at/expires_at from now(), leases from
 -- clock_timestamp(), as the native Clock { txn, call }.
 
-CREATE FUNCTION @extschema@.idem_claim(
-    scope pg_catalog.text,
-    key pg_catalog.text,
-    request_hash pg_catalog.text,
-    lease pg_catalog.interval DEFAULT '5 minutes',
-    retention pg_catalog.interval DEFAULT '24 hours',
-    claimed_by pg_catalog.text DEFAULT NULL,
-    wait pg_catalog.interval DEFAULT NULL
-) RETURNS @extschema@.idem_claim_result
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_claim (sql/claim.sql declares it).
+BODY idem_claim LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     -- Aliases, not copies: nothing to evaluate per call.
@@ -212,5 +202,3 @@ BEGIN
     RETURN result;
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_claim IS
-    'Claim (scope, key) for one request: new_claim, replay_success, processing_active, processing_stale, retryable_failure or final_failure; with wait, a key in flight is waited for at most that long';

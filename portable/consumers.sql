@@ -1,15 +1,8 @@
 -- Portable edition of the consumers (src/entry/inbox.rs, src/entry/versions.rs, src/entry/outbox.rs, src/entry/call.rs):
 -- the same SQL statements as the C functions run, with their argument rules and messages.
 
-CREATE FUNCTION @extschema@.idem_inbox_accept(
-    consumer pg_catalog.text,
-    message_id pg_catalog.text,
-    message_hash pg_catalog.text,
-    retention pg_catalog.interval DEFAULT '7 days'
-) RETURNS pg_catalog.bool
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_inbox_accept (sql/inbox.sql declares it).
+BODY idem_inbox_accept LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     c constant pg_catalog.text := idempotency.portable_name('consumer', 'P4000', idem_inbox_accept.consumer);
@@ -58,15 +51,9 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'the inbox row kept changing under idem_inbox_accept';
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_inbox_accept IS
-    'true the first time a consumer sees a message (apply its effect in this transaction), false for a duplicate; P4050 if the id comes back with another hash';
 
-CREATE FUNCTION @extschema@.idem_inbox_purge(
-    batch pg_catalog.int4 DEFAULT 10000
-) RETURNS pg_catalog.int8
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_inbox_purge (sql/inbox.sql declares it).
+BODY idem_inbox_purge LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n pg_catalog.int8;
 BEGIN
@@ -85,16 +72,9 @@ BEGIN
     RETURN n;
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_inbox_purge IS 'Delete up to batch expired inbox rows (skipping locked ones); returns how many';
 
-CREATE FUNCTION @extschema@.idem_advance(
-    stream pg_catalog.text,
-    entity pg_catalog.text,
-    version pg_catalog.int8
-) RETURNS pg_catalog.bool
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_advance (sql/inbox.sql declares it).
+BODY idem_advance LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
     PERFORM idempotency.portable_name('stream', 'P4000', idem_advance.stream);
@@ -114,8 +94,6 @@ BEGIN
     RETURN FOUND;
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_advance IS
-    'true (and records it) when version is newer than the last applied one of (stream, entity); false for a duplicate or older event';
 
 -- 54000 when payload and headers as JSON text are longer than idempotency.outbox_max_bytes (a
 -- placeholder setting here: bytes, or a number with B, kB, MB or GB; default 1000000).
@@ -157,16 +135,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_outbox_put(
-    topic pg_catalog.text,
-    payload pg_catalog.jsonb,
-    dedupe_key pg_catalog.text DEFAULT NULL,
-    headers pg_catalog.jsonb DEFAULT NULL,
-    available_at pg_catalog.timestamptz DEFAULT pg_catalog.now()
-) RETURNS pg_catalog.int8
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_outbox_put (sql/outbox.sql declares it).
+BODY idem_outbox_put LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     new_id pg_catalog.int8;
@@ -248,8 +218,6 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'idem_outbox_put neither inserted nor found the message';
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_outbox_put IS
-    'Enqueue a message in the caller''s transaction; returns its id (the existing one if dedupe_key was used for the topic)';
 
 -- The take, in PL/pgSQL so that the rights are checked before the statement locks the outbox
 -- (idempotency.portable_access); its own parameter names, as PL/pgSQL refuses an OUT column
@@ -297,33 +265,14 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_outbox_take(
-    batch pg_catalog.int4 DEFAULT 100,
-    lease pg_catalog.interval DEFAULT '30 seconds',
-    topic pg_catalog.text DEFAULT NULL
-) RETURNS TABLE (
-    id pg_catalog.int8,
-    message_id pg_catalog.uuid,
-    topic pg_catalog.text,
-    payload pg_catalog.jsonb,
-    headers pg_catalog.jsonb,
-    attempts pg_catalog.int4
-)
-LANGUAGE sql VOLATILE PARALLEL UNSAFE ROWS 100
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_outbox_take (sql/outbox.sql declares it).
+BODY idem_outbox_take LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
 SELECT t.id, t.message_id, t.topic, t.payload, t.headers, t.attempts
   FROM idempotency.portable_outbox_take($1, $2, $3) AS t
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_outbox_take IS
-    'Lease up to batch available messages, oldest first, skipping rows other publishers hold';
 
-CREATE FUNCTION @extschema@.idem_outbox_ack(
-    ids pg_catalog.int8[]
-) RETURNS pg_catalog.int8
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_outbox_ack (sql/outbox.sql declares it).
+BODY idem_outbox_ack LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n pg_catalog.int8;
 BEGIN
@@ -338,16 +287,9 @@ BEGIN
     RETURN n;
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_outbox_ack IS 'Mark messages published; returns how many were pending';
 
-CREATE FUNCTION @extschema@.idem_outbox_nack(
-    id pg_catalog.int8,
-    error pg_catalog.text,
-    retry_after pg_catalog.interval DEFAULT '1 minute'
-) RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_outbox_nack (sql/outbox.sql declares it).
+BODY idem_outbox_nack LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     err pg_catalog.text := idem_outbox_nack.error;
@@ -372,14 +314,9 @@ BEGIN
      WHERE o.id OPERATOR(pg_catalog.=) idem_outbox_nack.id AND o.status OPERATOR(pg_catalog.=) 'pending';
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_outbox_nack IS 'Record a failed publication and hand the message out again after retry_after';
 
-CREATE FUNCTION @extschema@.idem_outbox_purge(
-    batch pg_catalog.int4 DEFAULT 10000
-) RETURNS pg_catalog.int8
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_outbox_purge (sql/outbox.sql declares it).
+BODY idem_outbox_purge LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     n pg_catalog.int8;
     cutoff pg_catalog.timestamptz := pg_catalog.now() OPERATOR(pg_catalog.-)
@@ -399,5 +336,3 @@ BEGIN
     RETURN n;
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_outbox_purge IS
-    'Delete up to batch messages published longer than idempotency.outbox_retention ago (skipping locked ones); returns how many';

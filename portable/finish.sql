@@ -41,15 +41,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_complete(
-    scope pg_catalog.text,
-    key pg_catalog.text,
-    response pg_catalog.jsonb,
-    attempt pg_catalog.int4 DEFAULT NULL
-) RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_complete (sql/claim.sql declares it).
+BODY idem_complete LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     s ALIAS FOR $1;
@@ -91,19 +84,9 @@ BEGIN
              OR rec.response OPERATOR(pg_catalog.=) idem_complete.response) IS TRUE);
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_complete IS 'processing -> succeeded, storing the response to replay';
 
-CREATE FUNCTION @extschema@.idem_fail(
-    scope pg_catalog.text,
-    key pg_catalog.text,
-    retryable pg_catalog.bool,
-    code pg_catalog.text DEFAULT NULL,
-    message pg_catalog.text DEFAULT NULL,
-    attempt pg_catalog.int4 DEFAULT NULL
-) RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_fail (sql/claim.sql declares it).
+BODY idem_fail LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     s constant pg_catalog.text := idem_fail.scope;
@@ -151,18 +134,9 @@ BEGIN
         AND rec.failure_message IS NOT DISTINCT FROM idem_fail.message);
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_fail IS 'processing -> failed_retryable or failed_final';
 
-CREATE FUNCTION @extschema@.idem_checkpoint(
-    scope pg_catalog.text,
-    key pg_catalog.text,
-    recovery_point pg_catalog.text,
-    attempt pg_catalog.int4 DEFAULT NULL,
-    lease pg_catalog.interval DEFAULT NULL
-) RETURNS pg_catalog.timestamptz
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_checkpoint (sql/claim.sql declares it).
+BODY idem_checkpoint LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 DECLARE
     s constant pg_catalog.text := idem_checkpoint.scope;
@@ -206,15 +180,9 @@ BEGIN
     RAISE EXCEPTION USING ERRCODE = 'XX000', MESSAGE = 'checkpoint changed nothing';
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_checkpoint IS 'Record the phase reached and renew the lease; returns the new locked_until';
 
-CREATE FUNCTION @extschema@.idem_forget(
-    scope pg_catalog.text,
-    key pg_catalog.text
-) RETURNS pg_catalog.bool
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_forget (sql/claim.sql declares it).
+BODY idem_forget LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 #variable_conflict use_column
 BEGIN
     PERFORM idempotency.portable_name('scope', 'P4000', idem_forget.scope);
@@ -237,7 +205,6 @@ BEGIN
     RETURN false;
 END
 $fn$;
-COMMENT ON FUNCTION @extschema@.idem_forget IS 'Delete the record of (scope, key) in any state; true if it existed';
 
 -- Whether the record of (s, k) is, as a new statement sees it, the processing attempt
 -- `attempt` (any, if NULL): after a change found no row, the record was moved by a rotation

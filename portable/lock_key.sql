@@ -8,11 +8,8 @@
 -- patterns for xor and shifts (>> masked to be logical), and numerics in [0, 2^64) for
 -- wrapping sums and products. Little-endian words are read as big-endian hex of the
 -- byte-reversed input. Inline arithmetic: a helper function per step costs ~2 us a call.
-CREATE FUNCTION idempotency.idem_lock_key(scope pg_catalog.text, key pg_catalog.text)
-RETURNS pg_catalog.int8
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_lock_key (sql/canonical.sql declares it).
+BODY idem_lock_key_scoped_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     m CONSTANT pg_catalog.numeric := 18446744073709551616::pg_catalog.numeric;   -- 2^64
     half CONSTANT pg_catalog.numeric := 9223372036854775808::pg_catalog.numeric; -- 2^63
@@ -167,11 +164,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION idempotency.idem_lock_key(key pg_catalog.text)
-RETURNS pg_catalog.int8
-LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_lock_key (sql/canonical.sql declares it).
+BODY idem_lock_key_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RETURN idempotency.idem_lock_key(''::pg_catalog.text, key);
 END

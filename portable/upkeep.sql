@@ -71,11 +71,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_reclaim(batch pg_catalog.int4 DEFAULT 10000)
-RETURNS pg_catalog.int8
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_reclaim (sql/maintenance.sql declares it).
+BODY idem_reclaim_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     done pg_catalog.int8;
     cutoff pg_catalog.timestamptz;
@@ -105,11 +102,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_purge(batch pg_catalog.int4 DEFAULT 10000)
-RETURNS pg_catalog.int8
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_purge (sql/maintenance.sql declares it).
+BODY idem_purge_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 DECLARE
     done pg_catalog.int8;
     parts pg_catalog.text[];
@@ -129,11 +123,8 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_metrics()
-RETURNS TABLE (name pg_catalog.text, value pg_catalog.int8)
-LANGUAGE plpgsql VOLATILE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
+-- The body of idem_metrics (sql/metrics.sql declares it).
+BODY idem_metrics_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
 BEGIN
     RAISE EXCEPTION USING ERRCODE = '55000',
         MESSAGE = 'idempotency metrics are not available in the portable edition',
@@ -143,14 +134,11 @@ END
 $fn$;
 COMMENT ON FUNCTION @extschema@.idem_metrics() IS
     'Portable edition: always 55000 (no shared memory); see idempotency.stats';
-REVOKE ALL ON FUNCTION @extschema@.idem_metrics() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.idem_metrics() TO pg_monitor;
 
-CREATE FUNCTION @extschema@.idem_version()
-RETURNS pg_catalog.text
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$ SELECT '@PORTABLE_VERSION@'::pg_catalog.text $fn$;
+-- The body of idem_version (sql/metrics.sql declares it).
+BODY idem_version_wrapper LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$
+SELECT '@PORTABLE_VERSION@'::pg_catalog.text
+$fn$;
 
 -- Why the upkeep must not write `tab` (NULL: it may): an enabled trigger that could run code
 -- the table's owner did not write, as src/entry/as_owner.rs decides for the native worker.

@@ -6,10 +6,13 @@
 #   scripts/portable.sh --pg-tle > idempotency-pg-tle.sql             # pg_tle: then CREATE EXTENSION idempotency
 #   scripts/portable.sh [--schema NAME] --update > update.sql          # plain: a later release over an earlier one
 #   scripts/portable.sh [--schema NAME] --move-up > move-up.sql        # plain -> native, in place (a superuser)
+#   scripts/portable.sh --pure > pure.sql                              # only idem_canonical, idem_hash, idem_lock_key
+#                                                                        (benchmarks, tests), in schema idempotency
 #   scripts/portable.sh --dbdev DIR [--from VERSION]...               # database.dev's layout in DIR (pg_tle)
 #
-# One SQL source plus deltas: the native extension's own files in sql/ as they are, without
-# their LANGUAGE c functions, whose PL/pgSQL replacements are in portable/. --schema (plain
+# One SQL source: the native extension's own files in sql/, declarations included, where each
+# LANGUAGE c function gets its portable body (SQL or PL/pgSQL) from portable/, whose files
+# hold those bodies and the portable edition's own helpers. --schema (plain
 # only) is where the functions and types go, as CREATE EXTENSION's schema would be (default
 # public); the tables are always in schema idempotency.
 set -euo pipefail
@@ -22,8 +25,9 @@ while [ $# -gt 0 ]; do
         --from) from+=("${2:?--from needs a version}"); shift ;;
         --move-up) mode=move_up ;;
         --update) mode=update ;;
+        --pure) mode=pure ;;
         --schema) schema=${2:?--schema needs a name}; shift ;;
-        -h|--help) sed -n 2,14p "$0"; exit 0 ;;
+        -h|--help) sed -n 2,17p "$0"; exit 0 ;;
         *) echo "portable.sh: unknown argument $1" >&2; exit 2 ;;
     esac
     shift
@@ -35,78 +39,125 @@ fi
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -1)
 [ ${#from[@]} -eq 0 ] || [ "$mode" = dbdev ] || { echo "portable.sh: --from goes with --dbdev" >&2; exit 2; }
 
-# A native file without its C functions (and their comments); in the plain script also
-# without pg_extension_config_dump, which only an extension script may call.
+# A portable file as the edition includes it: canonical.sql and lock_key.sql put their functions
+# where the others go, helpers too (the native idem_hash needs no USAGE on schema idempotency,
+# so the portable one must not either).
+part() {
+    case $1 in
+        portable/canonical.sql | portable/lock_key.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$1" ;;
+        *) cat "$root/$1" ;;
+    esac
+}
+
+# The bodies of portable/*.sql: `BODY <symbol> LANGUAGE <lang> [SET ...] AS $fn$` through `$fn$;`,
+# where <symbol> is the C symbol of the native declaration in sql/ the body goes into.
+bodies() { for f in "$root"/portable/*.sql; do part "portable/${f##*/}"; done; }
+
+# A portable file without its bodies and the comments just above them (native() puts the
+# bodies into the declarations).
+helpers() {
+    part "$1" | awk '
+        inbody { if ($0 == tag ";") inbody = 0; next }
+        /^BODY / { tag = $NF; inbody = 1; said = ""; next }
+        /^--/ { said = said $0 "\n"; next }
+        { printf "%s", said; said = ""; print }
+        END { printf "%s", said }'
+}
+
+# A native file as the portable edition has it: each LANGUAGE c declaration with its C symbol
+# replaced by that symbol's portable body (LANGUAGE and SET from the BODY line, all else the
+# native declaration's: one declaration for both editions), and in the plain script without
+# pg_extension_config_dump, which only an extension script may call. With `c-only`, only those
+# declarations (the update replaces them and keeps the rest).
 native() {
-    awk -v plain="$([ "$mode" = plain ] && echo 1)" '
-        function flush() { if (buf != "") printf "%s", buf; buf = ""; inblock = 0 }
-        inblock {
-            buf = buf $0 "\n"
-            if ($0 ~ /LANGUAGE c( |$)/) dropc = 1
-            if ($0 ~ /;[[:space:]]*$/) {
-                if (dropc) { dropped[name] = 1; buf = ""; inblock = 0 } else flush()
-                dropc = 0
+    awk -v plain="$([ "$mode" = plain ] && echo 1)" -v conly="${2:-}" '
+        FNR == NR {
+            if (inbody) { if ($0 == tag ";") inbody = 0; else body[sym] = body[sym] $0 "\n"; next }
+            if ($0 ~ /^BODY /) {
+                sym = $2; tag = $NF; inbody = 1; body[sym] = ""; quote[sym] = tag
+                attrs = $0; sub(/^BODY [^ ]+ /, "", attrs); sub(/ AS [^ ]+$/, "", attrs)
+                lang[sym] = attrs; sub(/ SET .*$/, "", lang[sym])
+                set[sym] = attrs; if (!sub(/^LANGUAGE [^ ]+ /, "", set[sym])) set[sym] = ""
             }
             next
         }
-        incomment {
+        inblock {
             buf = buf $0 "\n"
-            if ($0 ~ /;[[:space:]]*$/) { if (!skipcomment) printf "%s", buf; buf = ""; incomment = 0 }
+            if ($0 ~ /^AS .MODULE_PATHNAME., .[a-z0-9_]+.;$/) {
+                s = $0; sub(/^AS .MODULE_PATHNAME., ./, "", s); sub(/.;$/, "", s)
+                if (!(s in body)) { print "portable.sh: no BODY " s " in portable/" > "/dev/stderr"; exit 1 }
+                sub(/AS .MODULE_PATHNAME.*$/, "", buf)
+                if (buf ~ /LANGUAGE c /) sub(/LANGUAGE c /, lang[s] " ", buf); else sub(/LANGUAGE c\n/, lang[s] "\n", buf)
+                printf "%s", buf
+                if (set[s] != "") print set[s]
+                printf "AS %s\n%s%s;\n", quote[s], body[s], quote[s]
+                inblock = 0; next
+            }
+            if ($0 ~ /;[[:space:]]*$/) {
+                if (buf ~ /LANGUAGE c[ \n]/) { print "portable.sh: a C declaration ends AS MODULE_PATHNAME and its symbol" > "/dev/stderr"; exit 1 }
+                if (!conly) printf "%s", buf
+                inblock = 0
+            }
             next
         }
         /^CREATE FUNCTION / {
-            name = $3; sub(/\(.*/, "", name); inblock = 1; dropc = 0; buf = $0 "\n"
-            if ($0 ~ /LANGUAGE c( |$)/) dropc = 1
-            if ($0 ~ /;[[:space:]]*$/) { if (dropc) { dropped[name] = 1; buf = "" } else flush(); inblock = 0 }
+            buf = $0 "\n"; inblock = 1
+            if ($0 ~ /;[[:space:]]*$/) { if (!conly) printf "%s", buf; inblock = 0 }
             next
         }
-        /^COMMENT ON FUNCTION / {
-            n = $4; sub(/\(.*/, "", n); skipcomment = (n in dropped); buf = $0 "\n"; incomment = 1
-            if ($0 ~ /;[[:space:]]*$/) { if (!skipcomment) printf "%s", buf; buf = ""; incomment = 0 }
-            next
-        }
+        conly { next }
         plain && /pg_extension_config_dump/ { next }
         { print }
-    ' "$1"
+    ' <(bodies) "$1"
 }
 
 edition() {
     echo "-- idempotency $version, portable edition (SQL and PL/pgSQL): generated by scripts/portable.sh"
-    for part in sql/bootstrap.sql sql/consumers.sql portable/common.sql sql/claim.sql portable/claim.sql portable/finish.sql \
-                portable/canonical.sql portable/lock_key.sql sql/call.sql portable/call.sql sql/http.sql sql/inbox.sql sql/outbox.sql \
-                portable/consumers.sql sql/cdc.sql portable/cdc.sql sql/cdc_sign.sql sql/layout.sql sql/rotate.sql portable/layout.sql portable/upkeep.sql sql/maintenance.sql sql/citus.sql \
-                sql/grants.sql; do
-        [ -f "$root/$part" ] || { echo "portable.sh: $part is missing" >&2; exit 1; }
-        echo
-        echo "-- $part"
-        case $part in
-            sql/*) native "$root/$part" ;;
-            # Its functions go where the others do, helpers too: the native idem_hash needs no
-            # USAGE on schema idempotency, so the portable one must not either.
-            portable/canonical.sql | portable/lock_key.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$part" ;;
-            *) cat "$root/$part" ;;
-        esac
+    # A portable file before the native one its bodies go into: a LANGUAGE sql body is checked
+    # when it is created, so the helpers it calls must exist by then.
+    for part in sql/bootstrap.sql sql/consumers.sql portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql \
+                portable/canonical.sql portable/lock_key.sql sql/canonical.sql portable/call.sql sql/call.sql sql/http.sql portable/consumers.sql \
+                sql/inbox.sql sql/outbox.sql sql/cdc.sql portable/cdc.sql sql/cdc_sign.sql sql/layout.sql sql/rotate.sql \
+                portable/layout.sql sql/maintenance.sql sql/metrics.sql portable/upkeep.sql sql/citus.sql sql/grants.sql; do
+        include "$part"
     done | sed "s/@PORTABLE_VERSION@/$version/g"
+}
+
+# One part: a native file (`:c-only`: only its C declarations, with their portable bodies), or
+# a portable file's helpers.
+include() {
+    local file=${1%:*} only=
+    [ "$file" = "$1" ] || only=c-only
+    [ -f "$root/$file" ] || { echo "portable.sh: $file is missing" >&2; exit 1; }
+    echo
+    echo "-- $file"
+    case $file in
+        sql/*) native "$root/$file" $only ;;
+        *) helpers "$file" ;;
+    esac
 }
 
 # The update from an earlier portable release (--update, and pg_tle's update paths): it keeps
 # the tables and replaces every function (CREATE OR REPLACE). A release may add functions; one
 # that changes a table needs an update block of its own here.
 refresh() {
-    for part in portable/common.sql portable/claim.sql portable/finish.sql portable/canonical.sql portable/lock_key.sql \
-                portable/call.sql sql/http.sql portable/consumers.sql portable/cdc_update.sql portable/cdc.sql sql/cdc_sign.sql sql/layout.sql sql/rotate.sql portable/layout.sql portable/upkeep.sql sql/citus.sql \
-                sql/grants.sql; do
-        echo
-        echo "-- $part"
-        case $part in
-            sql/*) native "$root/$part" ;;
-            # Its functions go where the others do, helpers too: the native idem_hash needs no
-            # USAGE on schema idempotency, so the portable one must not either.
-            portable/canonical.sql | portable/lock_key.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$part" ;;
-            *) cat "$root/$part" ;;
-        esac
+    for part in portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql:c-only portable/canonical.sql \
+                portable/lock_key.sql sql/canonical.sql:c-only portable/call.sql sql/call.sql:c-only sql/http.sql portable/consumers.sql \
+                sql/inbox.sql:c-only sql/outbox.sql:c-only portable/cdc_update.sql portable/cdc.sql sql/cdc_sign.sql \
+                sql/layout.sql sql/rotate.sql portable/layout.sql sql/maintenance.sql:c-only sql/metrics.sql:c-only \
+                portable/upkeep.sql sql/citus.sql sql/grants.sql; do
+        include "$part"
     done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'
 }
+if [ "$mode" = pure ]; then
+    echo "SET search_path = pg_catalog, pg_temp;"
+    for part in portable/canonical.sql portable/lock_key.sql sql/canonical.sql; do include "$part"; done |
+        sed "s/@extschema@/idempotency/g"
+    echo
+    echo "RESET search_path;"
+    exit 0
+fi
+
 if [ "$mode" = update ]; then
     echo "-- Run as the owner of the portable edition: psql -v ON_ERROR_STOP=1 -1 -f this-file"
     echo "SET search_path = pg_catalog, pg_temp;"

@@ -16,6 +16,16 @@ CREATE TYPE @extschema@.idem_outcome AS ENUM (
 );
 COMMENT ON TYPE @extschema@.idem_outcome IS 'What idem_claim found and did';
 
+-- What idem_call returns (sql/call.sql).
+CREATE TYPE @extschema@.idem_call_result AS (
+    outcome         @extschema@.idem_outcome,
+    response        pg_catalog.jsonb,
+    failure_code    pg_catalog.text,
+    failure_message pg_catalog.text,
+    attempt         pg_catalog.int4
+);
+COMMENT ON TYPE @extschema@.idem_call_result IS 'What idem_call returns';
+
 CREATE TABLE idempotency.requests (
     scope           pg_catalog.text        NOT NULL,
     key             pg_catalog.text        NOT NULL,

@@ -1,13 +1,5 @@
--- idem_call and its error classification (src/entry/call.rs).
-
-CREATE TYPE @extschema@.idem_call_result AS (
-    outcome         @extschema@.idem_outcome,
-    response        pg_catalog.jsonb,
-    failure_code    pg_catalog.text,
-    failure_message pg_catalog.text,
-    attempt         pg_catalog.int4
-);
-COMMENT ON TYPE @extschema@.idem_call_result IS 'What idem_call returns';
+-- idem_call and its error classification (src/entry/call.rs). Its result type is in
+-- sql/bootstrap.sql: the portable edition's helpers return it before idem_call is declared.
 
 CREATE FUNCTION @extschema@.idem_call(
     scope pg_catalog.text,

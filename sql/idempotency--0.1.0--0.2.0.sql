@@ -1,179 +1,103 @@
--- idempotency 0.1.0 -> 0.2.0, run by ALTER EXTENSION idempotency UPDATE [TO '0.2.0'].
+-- Derived from sql/upgrade/0.1.0--0.2.0.sql and sql/ by tests/layers/upgrade_script.rs: edit those.
+-- idempotency 0.1.0 -> 0.2.0: what the upgrade script sql/idempotency--0.1.0--0.2.0.sql is
+-- made from (docs/releasing.md). This file is written by hand; that one is derived from it:
+-- the line `-- @functions` becomes every function of sql/ whose declaration differs from
+-- sql/idempotency--0.1.0.sql's, as its file declares it (CREATE OR REPLACE), with the COMMENT,
+-- REVOKE and GRANT statements that follow it there, and a line `-- @rest sql/<file>.sql` becomes
+-- that file's other statements (for a file that is run again as it is, like sql/cdc_sign.sql).
+-- tests/layers/upgrade_script.rs checks the derived file and writes it with IDEM_BLESS=1.
+-- tests/integration/catalog/upgrade.rs proves the result: the upgraded catalog must equal a fresh install's, and every row must survive.
 --
--- Written by hand (docs/releasing.md): it turns the objects that sql/idempotency--0.1.0.sql
--- created into exactly those a fresh CREATE EXTENSION of 0.2.0 creates. tests/integration/catalog/upgrade.rs
--- proves it: the upgraded catalog must equal a fresh install's, and every row must survive.
--- Like the install script, everything is schema-qualified (@extschema@ for the functions and
--- types, idempotency.* for the tables), and the tables are changed in place (ALTER), never
--- re-created: their rows are the users' data.
---
--- Once 0.2.0 is released this file is frozen (listed in sql/released.sha256): never edit it.
-
--- Most of 0.2.0 is in the library (the security fixes: schema-qualified SPI statements,
--- decisions after the table lock, private claim lock class, clock leases, the worker's
--- restricted maintenance): the functions keep their C symbols, so the 0.1.0 definitions
--- already call the new code. The SQL objects that changed are below.
-
--- ==== 0.2.0 changes to SQL objects: add them below, one block per change ====
---
--- How (docs/releasing.md, "Writing the upgrade script"):
+-- So a function is never typed here. What is: what only a person can decide.
 --  - a new parameter with a DEFAULT (e.g. idem_claim's `wait interval DEFAULT NULL`): the
---    signature changes, so CREATE OR REPLACE cannot do it. DROP FUNCTION the old signature
---    (no SQL object of the extension depends on it), then CREATE FUNCTION the new one exactly
---    as in sql/claim.sql, with the same COMMENT; CREATE FUNCTION inside ALTER EXTENSION UPDATE
---    makes it a member of the extension. A user's view or function that calls the old
---    signature blocks the DROP: say so in the release notes.
---  - a new function: CREATE FUNCTION + COMMENT, as in its sql/*.sql file.
---  - a changed body or attribute, same signature: CREATE OR REPLACE FUNCTION.
+--    signature changes, so CREATE OR REPLACE cannot do it: DROP FUNCTION the old signature
+--    above the line (no SQL object of the extension depends on it). A user's view or function
+--    that calls the old signature blocks the DROP: say so in the release notes.
 --  - a new column: ALTER TABLE idempotency.<table> ADD COLUMN ... at the END of the table in
 --    the install script too (column order is compared), with the same DEFAULT/NOT NULL.
---  - a new constraint or index: ALTER TABLE ... ADD CONSTRAINT / CREATE INDEX, same name.
+--  - a new table, constraint or index: as in its sql/ file, same names.
 --  - a new enum label: ALTER TYPE @extschema@.<type> ADD VALUE ... (BEFORE/AFTER to match the
 --    install script's order).
--- Then run tests/integration/catalog/upgrade.rs (catalog equality + data) on every major.
-
--- ---- issue #16: idem_grant_statements / idem_grant / idem_revoke, new functions (as in
--- ---- sql/grants.sql; keep the two identical until 0.2.0 is released)
-CREATE FUNCTION @extschema@.idem_grant_statements(profile pg_catalog.text)
-RETURNS pg_catalog.text[]
-LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $$
-SELECT CASE
-    WHEN profile OPERATOR(pg_catalog.=) 'app' THEN ARRAY[
-        'USAGE ON SCHEMA idempotency',
-        'SELECT, INSERT, UPDATE, DELETE ON idempotency.requests',
-        'SELECT, INSERT, UPDATE ON idempotency.inbox, idempotency.versions',
-        'SELECT, INSERT ON idempotency.outbox',
-        'EXECUTE ON FUNCTION idempotency.cdc_message(text,text,jsonb,jsonb)',
-        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)',
-        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verified(text)']
-    WHEN profile OPERATOR(pg_catalog.=) 'publisher' THEN ARRAY[
-        'USAGE ON SCHEMA idempotency',
-        'SELECT, UPDATE ON idempotency.outbox']
-    WHEN profile OPERATOR(pg_catalog.=) 'upkeep' THEN ARRAY[
-        'USAGE ON SCHEMA idempotency',
-        'SELECT, UPDATE, DELETE ON idempotency.requests, idempotency.inbox, idempotency.outbox']
-    WHEN profile OPERATOR(pg_catalog.=) 'monitor' THEN ARRAY[
-        'USAGE ON SCHEMA idempotency',
-        'SELECT ON idempotency.stats',
-        'EXECUTE ON FUNCTION @extschema@.idem_metrics()']
-END
-$$;
-COMMENT ON FUNCTION @extschema@.idem_grant_statements(pg_catalog.text) IS
-    'The privileges of an idem_grant profile (app, publisher, upkeep, monitor); NULL for an unknown one';
-
-CREATE FUNCTION @extschema@.idem_grant(role pg_catalog.regrole, profile pg_catalog.text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    privileges pg_catalog.text[] := @extschema@.idem_grant_statements(profile);
-    grant_ pg_catalog.text;
-BEGIN
-    IF privileges IS NULL THEN
-        RAISE EXCEPTION 'unknown idem_grant profile "%"', profile
-            USING ERRCODE = '22023', HINT = 'The profiles are app, publisher, upkeep and monitor.';
-    END IF;
-    -- GRANT without the grant option only warns; say it plainly instead.
-    IF NOT pg_catalog.pg_has_role((SELECT nspowner FROM pg_catalog.pg_namespace
-                                   WHERE nspname OPERATOR(pg_catalog.=) 'idempotency'), 'USAGE') THEN
-        RAISE EXCEPTION 'permission denied to grant idempotency privileges'
-            USING ERRCODE = '42501', HINT = 'Run it as the owner of schema idempotency.';
-    END IF;
-    FOREACH grant_ IN ARRAY privileges LOOP
-        EXECUTE pg_catalog.format('GRANT %s TO %s', grant_, role);
-    END LOOP;
-    -- The generations of idempotency.requests (sql/layout.sql) carry its grants.
-    PERFORM idempotency.layout_sync_grants();
-END
-$$;
-COMMENT ON FUNCTION @extschema@.idem_grant(pg_catalog.regrole, pg_catalog.text) IS
-    'Grant a role the privileges of a profile: app (claims, inbox, ordered updates, outbox put, CDC messages signed and verified), publisher (outbox take/ack/nack), upkeep (purges and reclaims by hand), monitor (stats and metrics)';
-
-CREATE FUNCTION @extschema@.idem_revoke(role pg_catalog.regrole, profile pg_catalog.text)
-RETURNS void
-LANGUAGE plpgsql VOLATILE STRICT
-SET search_path = pg_catalog, pg_temp
-AS $$
-DECLARE
-    privileges pg_catalog.text[] := @extschema@.idem_grant_statements(profile);
-    revoke_ record;
-BEGIN
-    IF privileges IS NULL THEN
-        RAISE EXCEPTION 'unknown idem_grant profile "%"', profile
-            USING ERRCODE = '22023', HINT = 'The profiles are app, publisher, upkeep and monitor.';
-    END IF;
-    -- GRANT without the grant option only warns; say it plainly instead.
-    IF NOT pg_catalog.pg_has_role((SELECT nspowner FROM pg_catalog.pg_namespace
-                                   WHERE nspname OPERATOR(pg_catalog.=) 'idempotency'), 'USAGE') THEN
-        RAISE EXCEPTION 'permission denied to grant idempotency privileges'
-            USING ERRCODE = '42501', HINT = 'Run it as the owner of schema idempotency.';
-    END IF;
-    -- Each profile as (kind, object, privilege) atoms; a profile is still held when every atom
-    -- of it is granted to the role itself. Only atoms no held profile needs are revoked.
-    FOR revoke_ IN
-        WITH statements AS (
-            SELECT p.name AS profile,
-                   pg_catalog.regexp_match(s.statement, '^(.*) ON (SCHEMA |FUNCTION )?(.*)$') AS m
-            FROM pg_catalog.unnest(ARRAY['app', 'publisher', 'upkeep', 'monitor']::pg_catalog.text[]) AS p(name),
-                 pg_catalog.unnest(@extschema@.idem_grant_statements(p.name)) AS s(statement)
-        ), atoms AS (
-            SELECT st.profile, COALESCE(pg_catalog.btrim(st.m[2]), 'TABLE') AS kind,
-                   o.object, v.privilege
-            FROM statements AS st,
-                 pg_catalog.regexp_split_to_table(st.m[1], ', ') AS v(privilege),
-                 pg_catalog.regexp_split_to_table(st.m[3], ', ') AS o(object)
-        ), held AS (
-            SELECT a.profile, a.kind, a.object, a.privilege, CASE
-                WHEN a.kind OPERATOR(pg_catalog.=) 'SCHEMA' THEN EXISTS (
-                    SELECT FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS e
-                    WHERE n.nspname OPERATOR(pg_catalog.=) a.object
-                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
-                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
-                WHEN a.kind OPERATOR(pg_catalog.=) 'FUNCTION' THEN EXISTS (
-                    SELECT FROM pg_catalog.pg_proc AS f, pg_catalog.aclexplode(f.proacl) AS e
-                    WHERE f.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regprocedure::pg_catalog.oid
-                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
-                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
-                ELSE EXISTS (
-                    SELECT FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS e
-                    WHERE c.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regclass::pg_catalog.oid
-                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
-                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
-            END AS granted
-            FROM atoms AS a
-        ), whole AS (
-            SELECT k.profile FROM held AS k GROUP BY k.profile HAVING pg_catalog.bool_and(k.granted)
-        ), kept AS (
-            SELECT h.kind, h.object, h.privilege FROM held AS h, whole AS w
-            WHERE h.profile OPERATOR(pg_catalog.=) w.profile
-              AND h.profile OPERATOR(pg_catalog.<>) idem_revoke.profile
-        )
-        SELECT DISTINCT h.kind, h.object, h.privilege FROM held AS h
-        WHERE h.profile OPERATOR(pg_catalog.=) idem_revoke.profile
-          AND NOT EXISTS (SELECT FROM kept AS k
-                          WHERE k.kind OPERATOR(pg_catalog.=) h.kind
-                            AND k.object OPERATOR(pg_catalog.=) h.object
-                            AND k.privilege OPERATOR(pg_catalog.=) h.privilege)
-    LOOP
-        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %s',
-                                  revoke_.privilege, revoke_.kind, revoke_.object, role);
-    END LOOP;
-    PERFORM idempotency.layout_sync_grants();
-END
-$$;
-COMMENT ON FUNCTION @extschema@.idem_revoke(pg_catalog.regrole, pg_catalog.text) IS
-    'Take back what idem_grant gave a role for a profile';
+--  - grants to roles that exist already, and anything that needs the functions: below the line.
+-- Like the install script, everything is schema-qualified (@extschema@ for the functions and
+-- types, idempotency.* for the tables), and the tables are changed in place (ALTER), never
+-- re-created: their rows are the users' data. Most of 0.2.0 is in the library: the functions
+-- keep their C symbols, so the 0.1.0 definitions already call the new code.
 
 -- ---- issue #13: idem_claim(..., wait interval DEFAULT NULL). The signature changes, so the
--- ---- 0.1.0 function is dropped and the new one created as in sql/claim.sql (keep the two
--- ---- identical until 0.2.0 is released). A user's view or function that calls the old
--- ---- six-argument signature blocks the DROP.
+-- ---- 0.1.0 function is dropped (the new one is created below the line). A user's view or
+-- ---- function that calls the old six-argument signature blocks the DROP.
 DROP FUNCTION @extschema@.idem_claim(pg_catalog.text, pg_catalog.text, pg_catalog.text,
     pg_catalog.interval, pg_catalog.interval, pg_catalog.text);
-CREATE FUNCTION @extschema@.idem_claim(
+
+-- ---- issue #32, finding 5: CDC message ids keyed by a per-database secret, and signed
+-- ---- (a new table, as in sql/cdc.sql: tests/layers/upgrade_script.rs holds the two alike; its
+-- ---- functions are below the line). Roles that may INSERT into the outbox get EXECUTE on the
+-- ---- new functions, after them.
+-- A per-database secret that only the tables' owner reads. pg_dump keeps it (extension
+-- config), so a restore keeps the ids; the oldest row is the secret, so the row a restore's
+-- CREATE EXTENSION makes loses to the restored one.
+CREATE TABLE idempotency.cdc_secret (
+    secret pg_catalog.bytea NOT NULL
+        CONSTRAINT cdc_secret_length_check CHECK (pg_catalog.octet_length(secret) OPERATOR(pg_catalog.=) 32),
+    created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
+);
+
+REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
+
+-- 488 bits of gen_random_uuid() (pg_strong_random) hashed down to 32 bytes.
+INSERT INTO idempotency.cdc_secret (secret)
+SELECT pg_catalog.sha256(pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
+           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
+
+SELECT pg_catalog.pg_extension_config_dump('idempotency.cdc_secret', '');
+
+-- ---- issue #32: the status comparisons of idempotency.requests' CHECKs and partial indexes,
+-- ---- re-created as in sql/bootstrap.sql. CREATE EXTENSION runs with search_path set to the
+-- ---- extension's schema, and 0.1.0 compared the enum with untyped literals: an
+-- ---- `=(anyenum, text)` planted there before the install won, and every write ran it. The
+-- ---- tables' other comparisons had exact matches in pg_catalog, which is searched first.
+-- ---- Both rebuilds scan idempotency.requests under its ACCESS EXCLUSIVE lock. Before issue
+-- ---- #25's UPDATE below, which would otherwise check the rows with the old CHECKs.
+ALTER TABLE idempotency.requests
+    DROP CONSTRAINT requests_lease_check,
+    DROP CONSTRAINT requests_response_check,
+    ADD CONSTRAINT requests_lease_check CHECK ((status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status)
+                                          OPERATOR(pg_catalog.=) (locked_until IS NOT NULL)),
+    ADD CONSTRAINT requests_response_check CHECK (status OPERATOR(pg_catalog.=) 'succeeded'::@extschema@.idem_status OR response IS NULL);
+
+DROP INDEX idempotency.requests_lease_idx;
+
+CREATE INDEX requests_lease_idx ON idempotency.requests (locked_until)
+    WHERE status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status;
+
+DROP INDEX idempotency.requests_expiry_idx;
+
+CREATE INDEX requests_expiry_idx ON idempotency.requests (expires_at)
+    WHERE status OPERATOR(pg_catalog.<>) 'processing'::@extschema@.idem_status;
+
+-- ---- issue #25: lease and retention bounded to 100 years (requests_intervals_check, as in
+-- ---- sql/bootstrap.sql), so that upkeep's now() + retention never leaves the timestamp range.
+-- ---- Rows beyond the bound (only a hand-made UPDATE could store one) are clamped first.
+UPDATE idempotency.requests
+   SET lease = LEAST(lease, '100 years'::pg_catalog.interval),
+       retention = LEAST(retention, '100 years'::pg_catalog.interval)
+ WHERE lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval
+    OR retention OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval;
+
+ALTER TABLE idempotency.requests DROP CONSTRAINT requests_intervals_check,
+    ADD CONSTRAINT requests_intervals_check CHECK (lease OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
+                                               AND lease OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval
+                                               AND retention OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
+                                               AND retention OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval);
+
+-- ==== Derived from sql/ (tests/layers/upgrade_script.rs): every function whose declaration
+-- differs from sql/idempotency--0.1.0.sql's. Edit sql/, never this part.
+
+-- sql/claim.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_claim(
     scope pg_catalog.text,
     key pg_catalog.text,
     request_hash pg_catalog.text,
@@ -187,23 +111,86 @@ AS 'MODULE_PATHNAME', 'idem_claim';
 COMMENT ON FUNCTION @extschema@.idem_claim IS
     'Claim (scope, key) for one request: new_claim, replay_success, processing_active, processing_stale, retryable_failure or final_failure; with wait, a key in flight is waited for at most that long';
 
--- ---- issue #13: the HTTP response helpers, new functions (as in sql/http.sql; keep the two
--- ---- identical until 0.2.0 is released)
--- The HTTP response contract (docs/http.md): the one shape in which every HTTP adapter stores
--- the response it sent, and reads it back on a replay.
---
---   {"status": 201,
---    "headers": {"content-type": "application/json", "location": "/payments/7"},
---    "body": "{\"payment_id\":7}"}
---
--- `body` is the exact text that was sent (a JSON string, or null for no body), so a replay is
--- byte-identical; `headers` holds only the allow-listed ones (idem_http_headers() plus the
--- caller's `keep`, never a name of the never-list below), names in lower case, values one line.
--- A response stored without its body (too large) carries `idempotent-body-omitted: true`.
--- These helpers pin search_path, qualify every call and type every literal: neither the caller's
--- path nor a look-alike function in this schema changes what they run.
+CREATE OR REPLACE FUNCTION idempotency.claim_policy_probe(
+    scope pg_catalog.text,
+    key pg_catalog.text,
+    request_hash pg_catalog.text,
+    claimed_by pg_catalog.text
+) RETURNS void
+LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+BEGIN
+    IF scope IS NULL OR key IS NULL OR request_hash IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '22004',
+            MESSAGE = 'claim_policy_probe: scope, key and request_hash must not be null';
+    END IF;
+    INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, claimed_by,
+        claimed_at, locked_until, lease, retention, created_at, updated_at, expires_at)
+    VALUES (claim_policy_probe.scope, claim_policy_probe.key, claim_policy_probe.request_hash,
+        'processing'::@extschema@.idem_status, 0::pg_catalog.int4, claim_policy_probe.claimed_by,
+        pg_catalog.now(), pg_catalog.now(), '5 minutes'::pg_catalog.interval,
+        '24 hours'::pg_catalog.interval, pg_catalog.now(), pg_catalog.now(), pg_catalog.now());
+    RAISE EXCEPTION 'claim_policy_probe wrote a row' USING ERRCODE = 'XX000';
+EXCEPTION WHEN check_violation THEN
+    RETURN;
+END
+$fn$;
+COMMENT ON FUNCTION idempotency.claim_policy_probe(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
+    'Internal (idem_claim under row-level security): 42501 if the policies refuse a new row of the key';
 
-CREATE FUNCTION @extschema@.idem_http_headers()
+-- sql/canonical.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_canonical(payload pg_catalog.jsonb)
+RETURNS pg_catalog.text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_canonical_jsonb_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_canonical(pg_catalog.jsonb) IS
+    'RFC 8785 canonical JSON text of the value';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_canonical(payload pg_catalog.json)
+RETURNS pg_catalog.text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_canonical_json_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_canonical(pg_catalog.json) IS
+    'RFC 8785 canonical JSON text of the value (a duplicate member name is 22030)';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_hash(payload pg_catalog.jsonb)
+RETURNS pg_catalog.text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_hash_jsonb_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_hash(pg_catalog.jsonb) IS
+    'Lowercase hex SHA-256 of the RFC 8785 canonical text: a request_hash for idem_claim';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_hash(payload pg_catalog.json)
+RETURNS pg_catalog.text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_hash_json_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_hash(pg_catalog.json) IS
+    'Lowercase hex SHA-256 of the RFC 8785 canonical text: a request_hash for idem_claim';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_hash(payload pg_catalog.jsonb, fields pg_catalog.text[])
+RETURNS pg_catalog.text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_hash_jsonb_fields_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_hash(pg_catalog.jsonb, pg_catalog.text[]) IS
+    'idem_hash of the object made of only the listed top-level members of payload';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_lock_key(key pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_lock_key_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_lock_key(pg_catalog.text) IS
+    'idem_lock_key of (empty scope, key)';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_lock_key(scope pg_catalog.text, key pg_catalog.text)
+RETURNS pg_catalog.int8
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_lock_key_scoped_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_lock_key(pg_catalog.text, pg_catalog.text) IS
+    '64-bit key of (scope, key) for the application''s own advisory locks (XXH3-64 of the length-prefixed pair)';
+
+-- sql/http.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_http_headers()
 RETURNS pg_catalog.text[]
 LANGUAGE sql IMMUTABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -215,7 +202,7 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_http_headers() IS
     'The response headers idem_http_response keeps (lower case); others are not stored';
 
-CREATE FUNCTION @extschema@.idem_http_response(
+CREATE OR REPLACE FUNCTION @extschema@.idem_http_response(
     status pg_catalog.int4,
     headers pg_catalog.jsonb DEFAULT '{}'::pg_catalog.jsonb,
     body pg_catalog.text DEFAULT NULL::pg_catalog.text,
@@ -270,7 +257,7 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_http_response(pg_catalog.int4, pg_catalog.jsonb, pg_catalog.text, pg_catalog.text[]) IS
     'The stored form of an HTTP response: {status, headers (allow-listed plus keep, lower case), body (exact text)}';
 
-CREATE FUNCTION @extschema@.idem_http_fail(
+CREATE OR REPLACE FUNCTION @extschema@.idem_http_fail(
     scope pg_catalog.text,
     key pg_catalog.text,
     response pg_catalog.jsonb,
@@ -307,11 +294,7 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_http_fail(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.int4) IS
     'processing -> failed_final, keeping an HTTP error response (idem_http_response form) to replay';
 
--- What is replayed is checked again as it is read: a document can reach the table through
--- idem_complete or idem_fail by hand, so the allow-list, the never-list and the one-line rule
--- are applied here too (a bad header is left out, not sent). The problem built for a failure
--- that is not an HTTP response says nothing of the stored code or message (internal text).
-CREATE FUNCTION @extschema@.idem_http_replay(
+CREATE OR REPLACE FUNCTION @extschema@.idem_http_replay(
     claim @extschema@.idem_claim_result,
     keep pg_catalog.text[] DEFAULT NULL::pg_catalog.text[]
 ) RETURNS pg_catalog.jsonb
@@ -388,12 +371,63 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_http_replay(@extschema@.idem_claim_result, pg_catalog.text[]) IS
     'The response to send again for a claim that replays (replay_success, final_failure), its headers checked again; NULL for other outcomes';
 
--- 0.2.0: idem_distribute (Citus; sql/citus.sql).
--- idem_distribute: idempotency.requests as a Citus distributed table, and the hot functions
--- delegated to the worker that holds the key's shard (docs/scale-out.md). Without Citus it
--- raises P4060; the extension itself never depends on Citus (this body is only parsed, and
--- Citus's functions are looked up when it runs).
-CREATE FUNCTION @extschema@.idem_distribute(
+-- sql/inbox.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_inbox_accept(
+    consumer pg_catalog.text,
+    message_id pg_catalog.text,
+    message_hash pg_catalog.text,
+    retention pg_catalog.interval DEFAULT '7 days'
+) RETURNS pg_catalog.bool
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'idem_inbox_accept';
+COMMENT ON FUNCTION @extschema@.idem_inbox_accept IS
+    'true the first time a consumer sees a message (apply its effect in this transaction), false for a duplicate; P4050 if the id comes back with another hash';
+
+-- sql/outbox.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_outbox_put(
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    dedupe_key pg_catalog.text DEFAULT NULL,
+    headers pg_catalog.jsonb DEFAULT NULL,
+    available_at pg_catalog.timestamptz DEFAULT pg_catalog.now()
+) RETURNS pg_catalog.int8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'idem_outbox_put';
+COMMENT ON FUNCTION @extschema@.idem_outbox_put IS
+    'Enqueue a message in the caller''s transaction; returns its id (the existing one if dedupe_key was used for the topic)';
+
+-- sql/maintenance.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_reclaim(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS pg_catalog.int8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'idem_reclaim_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_reclaim(pg_catalog.int4) IS
+    'Processing records whose lease ended more than idempotency.reclaim_grace ago become failed_retryable (lease_expired); at most batch rows; returns how many';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_purge(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS pg_catalog.int8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'idem_purge_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_purge(pg_catalog.int4) IS
+    'Deletes finished records past expires_at (never processing ones); at most batch rows; returns how many';
+
+-- sql/metrics.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_metrics()
+RETURNS TABLE (name pg_catalog.text, value pg_catalog.int8)
+LANGUAGE c VOLATILE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_metrics_wrapper';
+COMMENT ON FUNCTION @extschema@.idem_metrics() IS
+    'Counters since server start: claims by outcome, hash mismatches, completions, failures, reclaimed and purged rows, maintenance rounds, records written directly or through SQL';
+REVOKE ALL ON FUNCTION @extschema@.idem_metrics() FROM PUBLIC;
+GRANT EXECUTE ON FUNCTION @extschema@.idem_metrics() TO pg_monitor;
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_version()
+RETURNS pg_catalog.text
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'idem_version_wrapper';
+
+-- sql/citus.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_distribute(
     distribution_column pg_catalog.text DEFAULT 'key',
     colocate_with pg_catalog.text DEFAULT NULL,
     shard_count pg_catalog.int4 DEFAULT NULL)
@@ -464,325 +498,8 @@ COMMENT ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text
     'Citus: distribute idempotency.requests by key or scope and delegate the hot functions to the shard''s worker';
 REVOKE ALL ON FUNCTION @extschema@.idem_distribute(pg_catalog.text, pg_catalog.text, pg_catalog.int4) FROM PUBLIC;
 
--- ---- issue #32, finding 5: CDC message ids keyed by a per-database secret, and signed
--- ---- (new table and functions, as in sql/cdc.sql and sql/cdc_sign.sql; keep them identical
--- ---- until 0.2.0 is released). Roles that may INSERT into the outbox get EXECUTE on the new
--- ---- functions.
--- A per-database secret that only the tables' owner reads. pg_dump keeps it (extension
--- config), so a restore keeps the ids; the oldest row is the secret, so the row a restore's
--- CREATE EXTENSION makes loses to the restored one.
-CREATE TABLE idempotency.cdc_secret (
-    secret pg_catalog.bytea NOT NULL
-        CONSTRAINT cdc_secret_length_check CHECK (pg_catalog.octet_length(secret) OPERATOR(pg_catalog.=) 32),
-    created_at pg_catalog.timestamptz NOT NULL DEFAULT pg_catalog.now()
-);
-REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
--- 488 bits of gen_random_uuid() (pg_strong_random) hashed down to 32 bytes.
-INSERT INTO idempotency.cdc_secret (secret)
-SELECT pg_catalog.sha256(pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
-           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
-           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid())
-           OPERATOR(pg_catalog.||) pg_catalog.uuid_send(pg_catalog.gen_random_uuid()));
-SELECT pg_catalog.pg_extension_config_dump('idempotency.cdc_secret', '');
-
--- HMAC-SHA256 (RFC 2104) of message under key.
-CREATE FUNCTION idempotency.cdc_hmac(key pg_catalog.bytea, message pg_catalog.bytea)
-RETURNS pg_catalog.bytea
-LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
-
--- HMAC-SHA256 of message under this database's secret, read inside it, so that the secret is
--- never an argument or a parameter a log could show (auto_explain); NULL without a secret.
--- Reads as its caller: the definer functions below, as the tables' owner.
-CREATE FUNCTION idempotency.cdc_sign(message pg_catalog.bytea)
-RETURNS pg_catalog.bytea
-LANGUAGE c STABLE STRICT PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'cdc_sign_wrapper';
-REVOKE ALL ON FUNCTION idempotency.cdc_sign(pg_catalog.bytea) FROM PUBLIC;
-
--- idem_outbox_put's checks of its arguments (names, payload, headers, the size cap), raised as
--- the put raises them: cdc_message runs them too, so that calling it directly signs nothing a
--- put would refuse. Executable by anyone: it reads nothing.
-CREATE FUNCTION idempotency.outbox_put_check(
-    topic pg_catalog.text,
-    payload pg_catalog.jsonb,
-    dedupe_key pg_catalog.text,
-    headers pg_catalog.jsonb
-) RETURNS void
-LANGUAGE c STABLE PARALLEL SAFE
-AS 'MODULE_PATHNAME', 'outbox_put_check_wrapper';
-
--- The content of a cdc_message put: message_id is HMAC(secret, topic || 0x00 || dedupe_key)
--- as a uuid (random without a dedupe key), and signature the hex HMAC of the rest as jsonb
--- text, which idem_cdc_verify recomputes. SECURITY DEFINER to read the secret: EXECUTE goes
--- with the outbox's INSERT (idem_grant's app profile), never to PUBLIC. A direct call gets the
--- put's checks: its arguments', and no message while the outbox has row-level security (a
--- definer cannot tell whether the policies would apply to its caller).
-CREATE FUNCTION idempotency.cdc_message(
-    topic pg_catalog.text,
-    dedupe_key pg_catalog.text,
-    payload pg_catalog.jsonb,
-    headers pg_catalog.jsonb
-) RETURNS pg_catalog.text
-LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    id_ pg_catalog.uuid;
-    doc pg_catalog.jsonb;
-    sig pg_catalog.bytea;
-BEGIN
-    IF (SELECT c.relrowsecurity FROM pg_catalog.pg_class AS c
-         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass) THEN
-        RAISE EXCEPTION USING ERRCODE = '0A000',
-            MESSAGE = 'idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox''s row-level security policies',
-            HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
-    END IF;
-    PERFORM idempotency.outbox_put_check(topic, payload, dedupe_key, headers);
-    id_ := CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
-        ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_sign(
-                 pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
-                 OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
-             'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END;
-    doc := pg_catalog.jsonb_build_object(
-        'message_id'::pg_catalog.text, id_,
-        'topic'::pg_catalog.text, topic, 'dedupe_key'::pg_catalog.text, dedupe_key,
-        'payload'::pg_catalog.text, payload, 'headers'::pg_catalog.text, headers,
-        'created_at'::pg_catalog.text, pg_catalog.now());
-    sig := idempotency.cdc_sign(pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name));
-    IF id_ IS NULL OR sig IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
-            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
-    END IF;
-    RETURN (doc OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature'::pg_catalog.text,
-        pg_catalog.encode(sig, 'hex'::pg_catalog.text)))::pg_catalog.text;
-END
-$fn$;
-REVOKE ALL ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) IS
-    'Internal: the signed content of a cdc_message put, its message_id keyed by this database''s secret';
-
--- true when the message (a cdc_message put's content, parsed) carries this database's
--- signature: a consumer checks it before idem_inbox_accept, so a forged message is dropped
--- without taking the id of the genuine one.
-CREATE FUNCTION @extschema@.idem_cdc_verify(message pg_catalog.jsonb)
-RETURNS pg_catalog.bool
-LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER PARALLEL SAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    sig pg_catalog.text;
-BEGIN
-    IF pg_catalog.jsonb_typeof(message) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text THEN
-        RETURN false;
-    END IF;
-    sig := message OPERATOR(pg_catalog.->>) 'signature'::pg_catalog.text;
-    IF sig IS NULL OR sig OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'::pg_catalog.text THEN
-        RETURN false;
-    END IF;
-    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC; no
-    -- secret: NULL, false.
-    RETURN COALESCE(pg_catalog.sha256(idempotency.cdc_sign(pg_catalog.convert_to(
-               (message OPERATOR(pg_catalog.-) 'signature'::pg_catalog.text)::pg_catalog.text, 'UTF8'::pg_catalog.name)))
-           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text)), false);
-END
-$fn$;
-REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) IS
-    'true when a cdc_message put''s content carries this database''s signature: drop a message for which it is false before idem_inbox_accept';
-
--- The message (a cdc_message put's content, as the text emitted) parsed, when it carries this
--- database's signature; NULL otherwise, also for text that is not JSON: anyone may emit junk
--- with the prefix, and a consumer that raised on it would stop there for good.
-CREATE FUNCTION @extschema@.idem_cdc_verified(message pg_catalog.text)
-RETURNS pg_catalog.jsonb
-LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-DECLARE
-    doc pg_catalog.jsonb;
-BEGIN
-    BEGIN
-        doc := message::pg_catalog.jsonb;
-    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
-        RETURN NULL;
-    END;
-    IF @extschema@.idem_cdc_verify(doc) THEN
-        RETURN doc;
-    END IF;
-    RETURN NULL;
-END
-$fn$;
-REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) FROM PUBLIC;
-COMMENT ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) IS
-    'A cdc_message put''s content parsed when it carries this database''s signature, NULL otherwise (not JSON included): what a consumer applies';
-
--- Whoever may already put into the outbox keeps putting cdc_message and verifying after an
--- update (a fresh install has no such role yet).
-DO $grant$
-DECLARE
-    r pg_catalog.regrole;
-BEGIN
-    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
-               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
-              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass
-                AND a.privilege_type OPERATOR(pg_catalog.=) 'INSERT'::pg_catalog.text
-                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
-                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
-        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, '
-            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb), '
-            '@extschema@.idem_cdc_verified(pg_catalog.text) TO %s', r);
-    END LOOP;
-END
-$grant$;
-
--- The definer functions belong to the secret's owner, the tables' owner, even when another
--- role (a superuser's portable.sh --update) created them.
-DO $owner$
-DECLARE
-    owner_ constant pg_catalog.regrole := (SELECT c.relowner::pg_catalog.regrole FROM pg_catalog.pg_class AS c
-                                           WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass);
-BEGIN
-    EXECUTE pg_catalog.format('ALTER FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, '
-        'pg_catalog.jsonb) OWNER TO %s', owner_);
-    EXECUTE pg_catalog.format('ALTER FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) OWNER TO %s', owner_);
-END
-$owner$;
-
--- Only the owner reads the secret or writes it: row-level security with no policy binds every
--- other role (pg_read_all_data and pg_write_all_data too; the owner is exempt without FORCE),
--- and no grant survives, not even one from default privileges. Run at install and update.
-DO $lock$
-DECLARE
-    r pg_catalog.regrole;
-BEGIN
-    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c
-         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass)
-       OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" THEN
-        RETURN;
-    END IF;
-    ALTER TABLE idempotency.cdc_secret ENABLE ROW LEVEL SECURITY;
-    REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
-    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
-               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
-              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
-                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
-                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
-        EXECUTE pg_catalog.format('REVOKE ALL ON idempotency.cdc_secret FROM %s', r);
-    END LOOP;
-END
-$lock$;
-
--- ---- issue #32: the status comparisons of idempotency.requests' CHECKs and partial indexes,
--- ---- re-created as in sql/bootstrap.sql. CREATE EXTENSION runs with search_path set to the
--- ---- extension's schema, and 0.1.0 compared the enum with untyped literals: an
--- ---- `=(anyenum, text)` planted there before the install won, and every write ran it. The
--- ---- tables' other comparisons had exact matches in pg_catalog, which is searched first.
--- ---- Both rebuilds scan idempotency.requests under its ACCESS EXCLUSIVE lock. Before issue
--- ---- #25's UPDATE below, which would otherwise check the rows with the old CHECKs.
-ALTER TABLE idempotency.requests
-    DROP CONSTRAINT requests_lease_check,
-    DROP CONSTRAINT requests_response_check,
-    ADD CONSTRAINT requests_lease_check CHECK ((status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status)
-                                          OPERATOR(pg_catalog.=) (locked_until IS NOT NULL)),
-    ADD CONSTRAINT requests_response_check CHECK (status OPERATOR(pg_catalog.=) 'succeeded'::@extschema@.idem_status OR response IS NULL);
-DROP INDEX idempotency.requests_lease_idx;
-CREATE INDEX requests_lease_idx ON idempotency.requests (locked_until)
-    WHERE status OPERATOR(pg_catalog.=) 'processing'::@extschema@.idem_status;
-DROP INDEX idempotency.requests_expiry_idx;
-CREATE INDEX requests_expiry_idx ON idempotency.requests (expires_at)
-    WHERE status OPERATOR(pg_catalog.<>) 'processing'::@extschema@.idem_status;
-
--- ---- issue #25: lease and retention bounded to 100 years (requests_intervals_check, as in
--- ---- sql/bootstrap.sql), so that upkeep's now() + retention never leaves the timestamp range.
--- ---- Rows beyond the bound (only a hand-made UPDATE could store one) are clamped first.
-UPDATE idempotency.requests
-   SET lease = LEAST(lease, '100 years'::pg_catalog.interval),
-       retention = LEAST(retention, '100 years'::pg_catalog.interval)
- WHERE lease OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval
-    OR retention OPERATOR(pg_catalog.>) '100 years'::pg_catalog.interval;
-ALTER TABLE idempotency.requests DROP CONSTRAINT requests_intervals_check,
-    ADD CONSTRAINT requests_intervals_check CHECK (lease OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
-                                               AND lease OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval
-                                               AND retention OPERATOR(pg_catalog.>) '0'::pg_catalog.interval
-                                               AND retention OPERATOR(pg_catalog.<=) '100 years'::pg_catalog.interval);
-
--- ---- issue #25: the policy probe of a claim under row-level security, a new function (as in
--- ---- sql/claim.sql; keep the two identical until 0.2.0 is released)
-CREATE FUNCTION idempotency.claim_policy_probe(
-    scope pg_catalog.text,
-    key pg_catalog.text,
-    request_hash pg_catalog.text,
-    claimed_by pg_catalog.text
-) RETURNS void
-LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
-SET search_path = pg_catalog, pg_temp
-AS $fn$
-BEGIN
-    IF scope IS NULL OR key IS NULL OR request_hash IS NULL THEN
-        RAISE EXCEPTION USING ERRCODE = '22004',
-            MESSAGE = 'claim_policy_probe: scope, key and request_hash must not be null';
-    END IF;
-    INSERT INTO idempotency.requests (scope, key, request_hash, status, attempt, claimed_by,
-        claimed_at, locked_until, lease, retention, created_at, updated_at, expires_at)
-    VALUES (claim_policy_probe.scope, claim_policy_probe.key, claim_policy_probe.request_hash,
-        'processing'::@extschema@.idem_status, 0::pg_catalog.int4, claim_policy_probe.claimed_by,
-        pg_catalog.now(), pg_catalog.now(), '5 minutes'::pg_catalog.interval,
-        '24 hours'::pg_catalog.interval, pg_catalog.now(), pg_catalog.now(), pg_catalog.now());
-    RAISE EXCEPTION 'claim_policy_probe wrote a row' USING ERRCODE = 'XX000';
-EXCEPTION WHEN check_violation THEN
-    RETURN;
-END
-$fn$;
-COMMENT ON FUNCTION idempotency.claim_policy_probe(pg_catalog.text, pg_catalog.text, pg_catalog.text, pg_catalog.text) IS
-    'Internal (idem_claim under row-level security): 42501 if the policies refuse a new row of the key';
-
--- ---- issue #25: warn when the extension's schema is writable by others (as at the end of
--- ---- sql/grants.sql)
--- A role that may create objects in the extension's schema can plant overloads of its
--- functions there (a text look-alike of a jsonb parameter wins an untyped argument). The
--- extension's own SQL types every argument, but applications call these functions too: say so
--- loudly at install time (docs/security.md, "The extension's schema").
-DO $warn$
-DECLARE
-    writers pg_catalog.text;
-BEGIN
-    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-                                      THEN 'PUBLIC'
-                                      ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', ')
-      INTO writers
-      FROM pg_catalog.pg_namespace AS n,
-           pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n'::pg_catalog.char, n.nspowner))) AS a
-     WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid
-       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
-       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
-    IF writers IS NOT NULL THEN
-        RAISE WARNING 'idempotency: schema @extschema@ is writable by %, who can plant look-alikes of the extension''s functions there', writers
-            USING DETAIL = 'Anyone who may CREATE in the schema of the functions can make an application''s call with an untyped argument run their code instead.',
-                  HINT = 'REVOKE CREATE ON SCHEMA @extschema@ FROM PUBLIC, or create the extension in a schema of its own (CREATE SCHEMA idem; CREATE EXTENSION idempotency SCHEMA idem).';
-    END IF;
-END
-$warn$;
-
--- ---- issue #24: the generations layout of idempotency.requests, new functions (as in
--- ---- sql/layout.sql; keep the two identical until 0.2.0 is released)
--- The generations layout of idempotency.requests (docs/retention.md), in both editions; its
--- rotation and the generations' grants are sql/rotate.sql.
---
--- 'flat' is the one table. 'generations' adds three child tables that inherit from it,
--- idempotency.requests_g1 .. _g3 (each with its primary key), and idempotency.layout, which
--- names the current one. The table's own rows ("generation 0") are those from before the
--- switch: the first rotation after a window empties it, and it stays empty (a lookup through
--- an empty parent costs nothing). Reads, updates and deletes go through the table; only a
--- claim inserts, into the current generation, under the key's lock after a look through every
--- generation, so a key has one record across them. idem_rotate() empties the oldest
--- generation whole (TRUNCATE: no WAL per record). Inheritance, not partitioning: the
--- extension's table stays what it is, so pg_dump, pg_upgrade and ALTER EXTENSION keep working,
--- and the generations (not members of the extension) are dumped with their rows.
-
--- The table of generation `gen`: for a read, a delete, a lock or a TRUNCATE (`only`), its rows
--- alone; for an insert, the table itself.
-CREATE FUNCTION idempotency.layout_table(gen pg_catalog.int2, only_ pg_catalog.bool)
+-- sql/layout.sql
+CREATE OR REPLACE FUNCTION idempotency.layout_table(gen pg_catalog.int2, only_ pg_catalog.bool)
 RETURNS pg_catalog.text
 LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -792,11 +509,7 @@ SELECT CASE WHEN gen OPERATOR(pg_catalog.=) 0::pg_catalog.int2
             ELSE 'idempotency.requests_g' OPERATOR(pg_catalog.||) gen::pg_catalog.text END
 $fn$;
 
--- Was a table of the layout emptied (a rotation's TRUNCATE) after this transaction's snapshot?
--- Its pg_class row as the snapshot sees it names another file than pg_relation_filenode (the
--- catalog now). Such a snapshot misses the survivors moved before: a look may miss a record.
--- No lock, so nothing holds a rotation back with it.
-CREATE FUNCTION idempotency.layout_truncated_since_snapshot()
+CREATE OR REPLACE FUNCTION idempotency.layout_truncated_since_snapshot()
 RETURNS pg_catalog.bool
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -809,9 +522,7 @@ SELECT EXISTS (
        AND c.relfilenode OPERATOR(pg_catalog.<>) pg_catalog.pg_relation_filenode(c.oid::pg_catalog.regclass))
 $fn$;
 
--- The columns a move carries: all of the table's, those an owner added too (a generated column
--- is computed again; identity columns are refused, layout_refusal).
-CREATE FUNCTION idempotency.layout_columns()
+CREATE OR REPLACE FUNCTION idempotency.layout_columns()
 RETURNS pg_catalog.text
 LANGUAGE sql STABLE PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
@@ -823,11 +534,7 @@ SELECT pg_catalog.string_agg(pg_catalog.quote_ident(a.attname::pg_catalog.text),
    AND a.attgenerated OPERATOR(pg_catalog.=) ''::pg_catalog."char"
 $fn$;
 
--- The generation a new record of a claim goes into, read under the key's lock after the look
--- (NULL: the flat layout). A switch of the current generation commits only once every claim
--- past its look has ended (it locks the oldest generation, which each look reads), so this is
--- where every rival of the key inserts.
-CREATE FUNCTION idempotency.layout_claim_generation()
+CREATE OR REPLACE FUNCTION idempotency.layout_claim_generation()
 RETURNS pg_catalog.int2
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -868,10 +575,7 @@ BEGIN
 END
 $fn$;
 
--- Only a rotation changes the current generation, under the oldest generation's lock: by hand
--- (an UPDATE of it, a DELETE or TRUNCATE of the row) it would break the one-record-per-key
--- rule, so it is refused (55000). The window and switched_at may be changed.
-CREATE FUNCTION idempotency.layout_guard()
+CREATE OR REPLACE FUNCTION idempotency.layout_guard()
 RETURNS trigger
 LANGUAGE plpgsql
 SET search_path = pg_catalog, pg_temp
@@ -889,10 +593,7 @@ BEGIN
 END
 $fn$;
 
--- The switch and the rotation are the table owner's (42501 for anyone else), checked before
--- any lock. Returns the lock_timeout that bounds their lock waits, and so how long claims
--- queue behind them (layout_bounded sets it for one step).
-CREATE FUNCTION idempotency.layout_begin(what pg_catalog.text, lock_wait pg_catalog.interval)
+CREATE OR REPLACE FUNCTION idempotency.layout_begin(what pg_catalog.text, lock_wait pg_catalog.interval)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -914,11 +615,7 @@ BEGIN
 END
 $fn$;
 
--- Is idempotency.requests or one of its children a Citus table (distributed, reference or
--- Citus-managed)? Citus keeps no inheritance with its tables. With Citus installed and the
--- table left local, the layout works as without it. Dynamic SQL: pg_dist_partition exists
--- only with Citus.
-CREATE FUNCTION idempotency.layout_on_citus()
+CREATE OR REPLACE FUNCTION idempotency.layout_on_citus()
 RETURNS pg_catalog.bool
 LANGUAGE plpgsql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -940,11 +637,7 @@ BEGIN
 END
 $fn$;
 
--- What the generations layout does not carry yet: refused (0A000) rather than lost.
--- Row-level security and triggers: a claim inserts into a generation by name, where the
--- table's policies and triggers do not apply. An identity column: its values would repeat
--- across generations. A Citus table: Citus keeps no inheritance with its tables.
-CREATE FUNCTION idempotency.layout_refusal(children_ok pg_catalog.bool)
+CREATE OR REPLACE FUNCTION idempotency.layout_refusal(children_ok pg_catalog.bool)
 RETURNS pg_catalog.text
 LANGUAGE sql STABLE
 SET search_path = pg_catalog, pg_temp
@@ -993,8 +686,7 @@ END
  WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.requests'::pg_catalog.regclass
 $fn$;
 
--- Refused (0A000) in the generations layout, with `why`.
-CREATE FUNCTION idempotency.layout_refuse(why pg_catalog.text)
+CREATE OR REPLACE FUNCTION idempotency.layout_refuse(why pg_catalog.text)
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -1008,11 +700,7 @@ BEGIN
 END
 $fn$;
 
--- The switch of idem_set_layout. To generations: nothing is copied or scanned; the table's ACCESS EXCLUSIVE lock (for at most
--- lock_wait) only waits out the transactions that read it before, so every later one sees the
--- children. Back to flat: the live records of the generations are moved into the table and the
--- expired ones go with the generations, under their locks (claims queue behind the move).
-CREATE FUNCTION idempotency.layout_switch(kind pg_catalog.text)
+CREATE OR REPLACE FUNCTION idempotency.layout_switch(kind pg_catalog.text)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -1099,10 +787,7 @@ BEGIN
 END
 $fn$;
 
--- `step`, run with lock_wait as its lock_timeout; the caller's own comes back after it (after
--- an error, the transaction's end restores it). A function's SET clause would not do: it
--- restores only the settings it names, at the value it was created with.
-CREATE FUNCTION idempotency.layout_bounded(lock_wait pg_catalog.interval, what pg_catalog.text,
+CREATE OR REPLACE FUNCTION idempotency.layout_bounded(lock_wait pg_catalog.interval, what pg_catalog.text,
     step pg_catalog.text, kind pg_catalog.text, force pg_catalog.bool, batch pg_catalog.int4)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -1126,8 +811,7 @@ BEGIN
 END
 $fn$;
 
--- SELECT idem_set_layout('generations') or ('flat'); the layout it leaves (docs/retention.md).
-CREATE FUNCTION @extschema@.idem_set_layout(kind pg_catalog.text, lock_wait pg_catalog.interval DEFAULT '5s')
+CREATE OR REPLACE FUNCTION @extschema@.idem_set_layout(kind pg_catalog.text, lock_wait pg_catalog.interval DEFAULT '5s')
 RETURNS pg_catalog.text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -1140,24 +824,8 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_set_layout(pg_catalog.text, pg_catalog.interval) IS
     'Switch idempotency.requests between the flat and the generations layout; returns the layout';
 
--- The steps are the table owner's, through idem_set_layout and idem_rotate (Postgres's own
--- privilege checks would refuse anyone else part way; these say no at the door).
-REVOKE ALL ON FUNCTION idempotency.layout_switch(pg_catalog.text) FROM PUBLIC;
-
--- The rotation of the generations layout (sql/layout.sql, docs/retention.md), in both editions,
--- and the generations' grants, which every step keeps in line.
-
--- A claim inserts a new record into a generation by name, with a bare ON CONFLICT DO NOTHING
--- (no arbiter, so that it reads no column there; layout_refusal refuses the other unique
--- indexes it would also cover): that takes INSERT, so each role with INSERT on the table
--- gets INSERT on the generations, without grant option, and nothing else. Reads, updates and
--- deletes go through the table, which checks its own grants: nobody but the owner reads a
--- generation by name, so a SELECT revoked on the table hides the records at once. A TRIGGER
--- or REFERENCES right there would let a role attach code or a foreign key to a generation.
--- Called by the switch, every rotation step that gets the layout row, idem_grant and
--- idem_revoke, one at a time (the layout row's lock); it writes the catalog only for a
--- generation whose grants differ. Column grants on the table are not carried.
-CREATE FUNCTION idempotency.layout_sync_grants()
+-- sql/rotate.sql
+CREATE OR REPLACE FUNCTION idempotency.layout_sync_grants()
 RETURNS void
 LANGUAGE plpgsql VOLATILE
 SET search_path = pg_catalog, pg_temp
@@ -1224,18 +892,7 @@ BEGIN
 END
 $fn$;
 
-
--- One step of the rotation; what it did:
---   moved N   N survivors (processing, or expiring later) of the oldest generation moved to the
---             current one, each under its row lock (one someone holds: next round)
---   busy      the oldest generation's lock was not had within lock_wait, or another rotation runs
---   switched  the oldest generation, holding no survivor, was emptied (TRUNCATE) and made current
---   emptied   the same for the table's own rows (from before the switch), which never become current
---   idle      the current generation is younger than its window (force => true rotates anyway)
--- The ACCESS EXCLUSIVE lock makes the switch safe: every claim past its look holds a lock on each
--- generation, so none that read the old current generation is still in flight when the switch
--- commits, and a claim whose look waited behind it reads the new one.
-CREATE FUNCTION idempotency.layout_rotate(force pg_catalog.bool, batch pg_catalog.int4)
+CREATE OR REPLACE FUNCTION idempotency.layout_rotate(force pg_catalog.bool, batch pg_catalog.int4)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
 SET search_path = pg_catalog, pg_temp
@@ -1334,7 +991,7 @@ BEGIN
 END
 $fn$;
 
-CREATE FUNCTION @extschema@.idem_rotate(force pg_catalog.bool DEFAULT false,
+CREATE OR REPLACE FUNCTION @extschema@.idem_rotate(force pg_catalog.bool DEFAULT false,
     lock_wait pg_catalog.interval DEFAULT '100ms', batch pg_catalog.int4 DEFAULT 1000)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql VOLATILE PARALLEL UNSAFE
@@ -1348,6 +1005,346 @@ $fn$;
 COMMENT ON FUNCTION @extschema@.idem_rotate(pg_catalog.bool, pg_catalog.interval, pg_catalog.int4) IS
     'One step of the generations layout''s rotation: moved N, busy, switched, emptied or idle';
 
+-- sql/cdc_sign.sql
+CREATE OR REPLACE FUNCTION idempotency.cdc_hmac(key pg_catalog.bytea, message pg_catalog.bytea)
+RETURNS pg_catalog.bytea
+LANGUAGE c IMMUTABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'cdc_hmac_wrapper';
+
+CREATE OR REPLACE FUNCTION idempotency.cdc_sign(message pg_catalog.bytea)
+RETURNS pg_catalog.bytea
+LANGUAGE c STABLE STRICT PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'cdc_sign_wrapper';
+REVOKE ALL ON FUNCTION idempotency.cdc_sign(pg_catalog.bytea) FROM PUBLIC;
+
+CREATE OR REPLACE FUNCTION idempotency.outbox_put_check(
+    topic pg_catalog.text,
+    payload pg_catalog.jsonb,
+    dedupe_key pg_catalog.text,
+    headers pg_catalog.jsonb
+) RETURNS void
+LANGUAGE c STABLE PARALLEL SAFE
+AS 'MODULE_PATHNAME', 'outbox_put_check_wrapper';
+
+CREATE OR REPLACE FUNCTION idempotency.cdc_message(
+    topic pg_catalog.text,
+    dedupe_key pg_catalog.text,
+    payload pg_catalog.jsonb,
+    headers pg_catalog.jsonb
+) RETURNS pg_catalog.text
+LANGUAGE plpgsql VOLATILE SECURITY DEFINER PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    id_ pg_catalog.uuid;
+    doc pg_catalog.jsonb;
+    sig pg_catalog.bytea;
+BEGIN
+    IF (SELECT c.relrowsecurity FROM pg_catalog.pg_class AS c
+         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass) THEN
+        RAISE EXCEPTION USING ERRCODE = '0A000',
+            MESSAGE = 'idempotency.outbox_delivery = cdc_message cannot apply idempotency.outbox''s row-level security policies',
+            HINT = 'Use idempotency.outbox_delivery = cdc_table: its rows are checked by the policies.';
+    END IF;
+    PERFORM idempotency.outbox_put_check(topic, payload, dedupe_key, headers);
+    id_ := CASE WHEN dedupe_key IS NULL THEN pg_catalog.gen_random_uuid()
+        ELSE pg_catalog.substr(pg_catalog.encode(idempotency.cdc_sign(
+                 pg_catalog.convert_to(topic, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text)
+                 OPERATOR(pg_catalog.||) pg_catalog.convert_to(dedupe_key, 'UTF8'::pg_catalog.name)),
+             'hex'::pg_catalog.text), 1, 32)::pg_catalog.uuid END;
+    doc := pg_catalog.jsonb_build_object(
+        'message_id'::pg_catalog.text, id_,
+        'topic'::pg_catalog.text, topic, 'dedupe_key'::pg_catalog.text, dedupe_key,
+        'payload'::pg_catalog.text, payload, 'headers'::pg_catalog.text, headers,
+        'created_at'::pg_catalog.text, pg_catalog.now());
+    sig := idempotency.cdc_sign(pg_catalog.convert_to(doc::pg_catalog.text, 'UTF8'::pg_catalog.name));
+    IF id_ IS NULL OR sig IS NULL THEN
+        RAISE EXCEPTION USING ERRCODE = '55000', MESSAGE = 'idempotency.cdc_secret holds no secret',
+            HINT = 'Restore its row from a dump, or have the tables'' owner insert 32 new random bytes (message ids change).';
+    END IF;
+    RETURN (doc OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object('signature'::pg_catalog.text,
+        pg_catalog.encode(sig, 'hex'::pg_catalog.text)))::pg_catalog.text;
+END
+$fn$;
+REVOKE ALL ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, pg_catalog.jsonb) IS
+    'Internal: the signed content of a cdc_message put, its message_id keyed by this database''s secret';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_cdc_verify(message pg_catalog.jsonb)
+RETURNS pg_catalog.bool
+LANGUAGE plpgsql STABLE STRICT SECURITY DEFINER PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    sig pg_catalog.text;
+BEGIN
+    IF pg_catalog.jsonb_typeof(message) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text THEN
+        RETURN false;
+    END IF;
+    sig := message OPERATOR(pg_catalog.->>) 'signature'::pg_catalog.text;
+    IF sig IS NULL OR sig OPERATOR(pg_catalog.!~) '^[0-9a-f]{64}$'::pg_catalog.text THEN
+        RETURN false;
+    END IF;
+    -- Compared through SHA-256, so that the comparison's time says nothing of the HMAC; no
+    -- secret: NULL, false.
+    RETURN COALESCE(pg_catalog.sha256(idempotency.cdc_sign(pg_catalog.convert_to(
+               (message OPERATOR(pg_catalog.-) 'signature'::pg_catalog.text)::pg_catalog.text, 'UTF8'::pg_catalog.name)))
+           OPERATOR(pg_catalog.=) pg_catalog.sha256(pg_catalog.decode(sig, 'hex'::pg_catalog.text)), false);
+END
+$fn$;
+REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) IS
+    'true when a cdc_message put''s content carries this database''s signature: drop a message for which it is false before idem_inbox_accept';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_cdc_verified(message pg_catalog.text)
+RETURNS pg_catalog.jsonb
+LANGUAGE plpgsql STABLE STRICT PARALLEL UNSAFE
+SET search_path = pg_catalog, pg_temp
+AS $fn$
+DECLARE
+    doc pg_catalog.jsonb;
+BEGIN
+    BEGIN
+        doc := message::pg_catalog.jsonb;
+    EXCEPTION WHEN data_exception OR program_limit_exceeded THEN
+        RETURN NULL;
+    END;
+    IF @extschema@.idem_cdc_verify(doc) THEN
+        RETURN doc;
+    END IF;
+    RETURN NULL;
+END
+$fn$;
+REVOKE ALL ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) FROM PUBLIC;
+COMMENT ON FUNCTION @extschema@.idem_cdc_verified(pg_catalog.text) IS
+    'A cdc_message put''s content parsed when it carries this database''s signature, NULL otherwise (not JSON included): what a consumer applies';
+
+-- sql/grants.sql
+CREATE OR REPLACE FUNCTION @extschema@.idem_grant_statements(profile pg_catalog.text)
+RETURNS pg_catalog.text[]
+LANGUAGE sql IMMUTABLE STRICT PARALLEL SAFE
+SET search_path = pg_catalog, pg_temp
+AS $$
+SELECT CASE
+    WHEN profile OPERATOR(pg_catalog.=) 'app' THEN ARRAY[
+        'USAGE ON SCHEMA idempotency',
+        'SELECT, INSERT, UPDATE, DELETE ON idempotency.requests',
+        'SELECT, INSERT, UPDATE ON idempotency.inbox, idempotency.versions',
+        'SELECT, INSERT ON idempotency.outbox',
+        'EXECUTE ON FUNCTION idempotency.cdc_message(text,text,jsonb,jsonb)',
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verify(jsonb)',
+        'EXECUTE ON FUNCTION @extschema@.idem_cdc_verified(text)']
+    WHEN profile OPERATOR(pg_catalog.=) 'publisher' THEN ARRAY[
+        'USAGE ON SCHEMA idempotency',
+        'SELECT, UPDATE ON idempotency.outbox']
+    WHEN profile OPERATOR(pg_catalog.=) 'upkeep' THEN ARRAY[
+        'USAGE ON SCHEMA idempotency',
+        'SELECT, UPDATE, DELETE ON idempotency.requests, idempotency.inbox, idempotency.outbox']
+    WHEN profile OPERATOR(pg_catalog.=) 'monitor' THEN ARRAY[
+        'USAGE ON SCHEMA idempotency',
+        'SELECT ON idempotency.stats',
+        'EXECUTE ON FUNCTION @extschema@.idem_metrics()']
+END
+$$;
+COMMENT ON FUNCTION @extschema@.idem_grant_statements(pg_catalog.text) IS
+    'The privileges of an idem_grant profile (app, publisher, upkeep, monitor); NULL for an unknown one';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_grant(role pg_catalog.regrole, profile pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    privileges pg_catalog.text[] := @extschema@.idem_grant_statements(profile);
+    grant_ pg_catalog.text;
+BEGIN
+    IF privileges IS NULL THEN
+        RAISE EXCEPTION 'unknown idem_grant profile "%"', profile
+            USING ERRCODE = '22023', HINT = 'The profiles are app, publisher, upkeep and monitor.';
+    END IF;
+    -- GRANT without the grant option only warns; say it plainly instead.
+    IF NOT pg_catalog.pg_has_role((SELECT nspowner FROM pg_catalog.pg_namespace
+                                   WHERE nspname OPERATOR(pg_catalog.=) 'idempotency'), 'USAGE') THEN
+        RAISE EXCEPTION 'permission denied to grant idempotency privileges'
+            USING ERRCODE = '42501', HINT = 'Run it as the owner of schema idempotency.';
+    END IF;
+    FOREACH grant_ IN ARRAY privileges LOOP
+        EXECUTE pg_catalog.format('GRANT %s TO %s', grant_, role);
+    END LOOP;
+    -- The generations of idempotency.requests (sql/layout.sql) carry its grants.
+    PERFORM idempotency.layout_sync_grants();
+END
+$$;
+COMMENT ON FUNCTION @extschema@.idem_grant(pg_catalog.regrole, pg_catalog.text) IS
+    'Grant a role the privileges of a profile: app (claims, inbox, ordered updates, outbox put, CDC messages signed and verified), publisher (outbox take/ack/nack), upkeep (purges and reclaims by hand), monitor (stats and metrics)';
+
+CREATE OR REPLACE FUNCTION @extschema@.idem_revoke(role pg_catalog.regrole, profile pg_catalog.text)
+RETURNS void
+LANGUAGE plpgsql VOLATILE STRICT
+SET search_path = pg_catalog, pg_temp
+AS $$
+DECLARE
+    privileges pg_catalog.text[] := @extschema@.idem_grant_statements(profile);
+    revoke_ record;
+BEGIN
+    IF privileges IS NULL THEN
+        RAISE EXCEPTION 'unknown idem_grant profile "%"', profile
+            USING ERRCODE = '22023', HINT = 'The profiles are app, publisher, upkeep and monitor.';
+    END IF;
+    -- GRANT without the grant option only warns; say it plainly instead.
+    IF NOT pg_catalog.pg_has_role((SELECT nspowner FROM pg_catalog.pg_namespace
+                                   WHERE nspname OPERATOR(pg_catalog.=) 'idempotency'), 'USAGE') THEN
+        RAISE EXCEPTION 'permission denied to grant idempotency privileges'
+            USING ERRCODE = '42501', HINT = 'Run it as the owner of schema idempotency.';
+    END IF;
+    -- Each profile as (kind, object, privilege) atoms; a profile is still held when every atom
+    -- of it is granted to the role itself. Only atoms no held profile needs are revoked.
+    FOR revoke_ IN
+        WITH statements AS (
+            SELECT p.name AS profile,
+                   pg_catalog.regexp_match(s.statement, '^(.*) ON (SCHEMA |FUNCTION )?(.*)$') AS m
+            FROM pg_catalog.unnest(ARRAY['app', 'publisher', 'upkeep', 'monitor']::pg_catalog.text[]) AS p(name),
+                 pg_catalog.unnest(@extschema@.idem_grant_statements(p.name)) AS s(statement)
+        ), atoms AS (
+            SELECT st.profile, COALESCE(pg_catalog.btrim(st.m[2]), 'TABLE') AS kind,
+                   o.object, v.privilege
+            FROM statements AS st,
+                 pg_catalog.regexp_split_to_table(st.m[1], ', ') AS v(privilege),
+                 pg_catalog.regexp_split_to_table(st.m[3], ', ') AS o(object)
+        ), held AS (
+            SELECT a.profile, a.kind, a.object, a.privilege, CASE
+                WHEN a.kind OPERATOR(pg_catalog.=) 'SCHEMA' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_namespace AS n, pg_catalog.aclexplode(n.nspacl) AS e
+                    WHERE n.nspname OPERATOR(pg_catalog.=) a.object
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+                WHEN a.kind OPERATOR(pg_catalog.=) 'FUNCTION' THEN EXISTS (
+                    SELECT FROM pg_catalog.pg_proc AS f, pg_catalog.aclexplode(f.proacl) AS e
+                    WHERE f.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regprocedure::pg_catalog.oid
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+                ELSE EXISTS (
+                    SELECT FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS e
+                    WHERE c.oid OPERATOR(pg_catalog.=) a.object::pg_catalog.regclass::pg_catalog.oid
+                      AND e.grantee OPERATOR(pg_catalog.=) role::pg_catalog.oid
+                      AND e.privilege_type OPERATOR(pg_catalog.=) a.privilege)
+            END AS granted
+            FROM atoms AS a
+        ), whole AS (
+            SELECT k.profile FROM held AS k GROUP BY k.profile HAVING pg_catalog.bool_and(k.granted)
+        ), kept AS (
+            SELECT h.kind, h.object, h.privilege FROM held AS h, whole AS w
+            WHERE h.profile OPERATOR(pg_catalog.=) w.profile
+              AND h.profile OPERATOR(pg_catalog.<>) idem_revoke.profile
+        )
+        SELECT DISTINCT h.kind, h.object, h.privilege FROM held AS h
+        WHERE h.profile OPERATOR(pg_catalog.=) idem_revoke.profile
+          AND NOT EXISTS (SELECT FROM kept AS k
+                          WHERE k.kind OPERATOR(pg_catalog.=) h.kind
+                            AND k.object OPERATOR(pg_catalog.=) h.object
+                            AND k.privilege OPERATOR(pg_catalog.=) h.privilege)
+    LOOP
+        EXECUTE pg_catalog.format('REVOKE %s ON %s %s FROM %s',
+                                  revoke_.privilege, revoke_.kind, revoke_.object, role);
+    END LOOP;
+    PERFORM idempotency.layout_sync_grants();
+END
+$$;
+COMMENT ON FUNCTION @extschema@.idem_revoke(pg_catalog.regrole, pg_catalog.text) IS
+    'Take back what idem_grant gave a role for a profile';
+-- ==== End of the derived part.
+
+-- ---- After the functions: what needs them.
+
+-- ==== Derived: the rest of sql/cdc_sign.sql, run again.
+-- Whoever may already put into the outbox keeps putting cdc_message and verifying after an
+-- update (a fresh install has no such role yet).
+DO $grant$
+DECLARE
+    r pg_catalog.regrole;
+BEGIN
+    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
+               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.outbox'::pg_catalog.regclass
+                AND a.privilege_type OPERATOR(pg_catalog.=) 'INSERT'::pg_catalog.text
+                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
+        EXECUTE pg_catalog.format('GRANT EXECUTE ON FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, '
+            'pg_catalog.jsonb, pg_catalog.jsonb), @extschema@.idem_cdc_verify(pg_catalog.jsonb), '
+            '@extschema@.idem_cdc_verified(pg_catalog.text) TO %s', r);
+    END LOOP;
+END
+$grant$;
+
+-- The definer functions belong to the secret's owner, the tables' owner, even when another
+-- role (a superuser's portable.sh --update) created them.
+DO $owner$
+DECLARE
+    owner_ constant pg_catalog.regrole := (SELECT c.relowner::pg_catalog.regrole FROM pg_catalog.pg_class AS c
+                                           WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass);
+BEGIN
+    EXECUTE pg_catalog.format('ALTER FUNCTION idempotency.cdc_message(pg_catalog.text, pg_catalog.text, pg_catalog.jsonb, '
+        'pg_catalog.jsonb) OWNER TO %s', owner_);
+    EXECUTE pg_catalog.format('ALTER FUNCTION @extschema@.idem_cdc_verify(pg_catalog.jsonb) OWNER TO %s', owner_);
+END
+$owner$;
+
+-- Only the owner reads the secret or writes it: row-level security with no policy binds every
+-- other role (pg_read_all_data and pg_write_all_data too; the owner is exempt without FORCE),
+-- and no grant survives, not even one from default privileges. Run at install and update.
+DO $lock$
+DECLARE
+    r pg_catalog.regrole;
+BEGIN
+    IF (SELECT c.relkind FROM pg_catalog.pg_class AS c
+         WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass)
+       OPERATOR(pg_catalog.<>) 'r'::pg_catalog."char" THEN
+        RETURN;
+    END IF;
+    ALTER TABLE idempotency.cdc_secret ENABLE ROW LEVEL SECURITY;
+    REVOKE ALL ON idempotency.cdc_secret FROM PUBLIC;
+    FOR r IN SELECT DISTINCT a.grantee::pg_catalog.regrole
+               FROM pg_catalog.pg_class AS c, pg_catalog.aclexplode(c.relacl) AS a
+              WHERE c.oid OPERATOR(pg_catalog.=) 'idempotency.cdc_secret'::pg_catalog.regclass
+                AND a.grantee OPERATOR(pg_catalog.<>) 0::pg_catalog.oid
+                AND a.grantee OPERATOR(pg_catalog.<>) c.relowner LOOP
+        EXECUTE pg_catalog.format('REVOKE ALL ON idempotency.cdc_secret FROM %s', r);
+    END LOOP;
+END
+$lock$;
+
+-- ---- issue #25: warn when the extension's schema is writable by others (as at the end of
+-- ---- sql/grants.sql)
+-- A role that may create objects in the extension's schema can plant overloads of its
+-- functions there (a text look-alike of a jsonb parameter wins an untyped argument). The
+-- extension's own SQL types every argument, but applications call these functions too: say so
+-- loudly at install time (docs/security.md, "The extension's schema").
+DO $warn$
+DECLARE
+    writers pg_catalog.text;
+BEGIN
+    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
+                                      THEN 'PUBLIC'
+                                      ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', ')
+      INTO writers
+      FROM pg_catalog.pg_namespace AS n,
+           pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n'::pg_catalog.char, n.nspowner))) AS a
+     WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid
+       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
+       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
+    IF writers IS NOT NULL THEN
+        RAISE WARNING 'idempotency: schema @extschema@ is writable by %, who can plant look-alikes of the extension''s functions there', writers
+            USING DETAIL = 'Anyone who may CREATE in the schema of the functions can make an application''s call with an untyped argument run their code instead.',
+                  HINT = 'REVOKE CREATE ON SCHEMA @extschema@ FROM PUBLIC, or create the extension in a schema of its own (CREATE SCHEMA idem; CREATE EXTENSION idempotency SCHEMA idem).';
+    END IF;
+END
+$warn$;
+
+-- The steps are the table owner's, through idem_set_layout and idem_rotate (Postgres's own
+-- privilege checks would refuse anyone else part way; these say no at the door).
+REVOKE ALL ON FUNCTION idempotency.layout_switch(pg_catalog.text) FROM PUBLIC;
+
 -- A step of idem_rotate, the table owner's (layout_bounded checks it at the door).
 REVOKE ALL ON FUNCTION idempotency.layout_rotate(pg_catalog.bool, pg_catalog.int4) FROM PUBLIC;
+
 REVOKE ALL ON FUNCTION idempotency.layout_sync_grants() FROM PUBLIC;

@@ -1,8 +1,18 @@
--- Upkeep and visibility: comments on idem_reclaim / idem_purge, and the idempotency.stats view.
--- Everything is schema-qualified: a view's operators and functions are resolved now.
+-- Upkeep and visibility: idem_reclaim / idem_purge (src/entry/maintenance.rs), and the
+-- idempotency.stats view. Everything is schema-qualified: a view's operators and functions are
+-- resolved now.
 
+CREATE FUNCTION @extschema@.idem_reclaim(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS pg_catalog.int8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'idem_reclaim_wrapper';
 COMMENT ON FUNCTION @extschema@.idem_reclaim(pg_catalog.int4) IS
     'Processing records whose lease ended more than idempotency.reclaim_grace ago become failed_retryable (lease_expired); at most batch rows; returns how many';
+
+CREATE FUNCTION @extschema@.idem_purge(batch pg_catalog.int4 DEFAULT 10000)
+RETURNS pg_catalog.int8
+LANGUAGE c VOLATILE PARALLEL UNSAFE
+AS 'MODULE_PATHNAME', 'idem_purge_wrapper';
 COMMENT ON FUNCTION @extschema@.idem_purge(pg_catalog.int4) IS
     'Deletes finished records past expires_at (never processing ones); at most batch rows; returns how many';
 

@@ -42,7 +42,8 @@ pub extern "C-unwind" fn _PG_init() {
     }
 }
 
-#[pg_extern(immutable, parallel_safe)]
+/// sql/metrics.sql declares it.
+#[pg_extern(immutable, parallel_safe, sql = false)]
 fn idem_version() -> &'static str {
     env!("CARGO_PKG_VERSION")
 }

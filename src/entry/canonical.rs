@@ -7,7 +7,8 @@
 //!   parse round trip): object members are re-sorted by UTF-16 code units (jsonb keeps them by
 //!   length, then bytes), strings are borrowed from the detoasted datum.
 //!
-//! Rust callers (the claim path) use [`hash_jsonb_datum`] / [`jsonb_hash_hex`].
+//! Rust callers (the claim path) use [`hash_jsonb_datum`] / [`jsonb_hash_hex`]. sql/canonical.sql
+//! declares the SQL functions, for both editions.
 
 use idem_canonical::{Document, HashSink, to_hex};
 use pgrx::datum::Array;
@@ -126,25 +127,25 @@ fn jsonb_fields_hash_hex(root: &[u8], fields: &Array<'_, &str>) -> errors::Resul
 }
 
 /// RFC 8785 canonical text of a `jsonb` value.
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_canonical")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_canonical_jsonb(payload: JsonbBytes<'_>) -> String {
     jsonb_canonical(payload.bytes(), MAX_TEXT).or_raise()
 }
 
 /// RFC 8785 canonical text of a `json` value (duplicate member names are an error, 22030).
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_canonical")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_canonical_json(payload: JsonBytes<'_>) -> String {
     json_text_canonical(payload.bytes(), MAX_TEXT).or_raise()
 }
 
 /// Lowercase hex SHA-256 of the canonical text of a `jsonb` value.
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_hash_jsonb(payload: JsonbBytes<'_>) -> String {
     jsonb_hash_hex(payload.bytes(), None).or_raise()
 }
 
 /// Lowercase hex SHA-256 of the canonical text of a `json` value.
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_hash_json(payload: JsonBytes<'_>) -> String {
     json_text_hash(payload.bytes())
         .map(|d| to_hex(&d))
@@ -152,7 +153,7 @@ fn idem_hash_json(payload: JsonBytes<'_>) -> String {
 }
 
 /// The hash of the object made of only the listed top-level members of `payload`.
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_hash")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_hash_jsonb_fields(payload: JsonbBytes<'_>, fields: Array<'_, &str>) -> String {
     let hashed = jsonb_fields_hash_hex(payload.bytes(), &fields);
     // `fields` owns a decoder and a detoasted copy: dropped before an error longjmps past it.

@@ -50,15 +50,16 @@ pub fn try_claim_lock(scope: &[u8], key: &[u8]) -> errors::Result<bool> {
     }
 }
 
-/// The 64-bit hash of (scope, key) for the application's own advisory locks. Since 0.2.0 a
+/// The 64-bit hash of (scope, key) for the application's own advisory locks (sql/canonical.sql
+/// declares it). Since 0.2.0 a
 /// claim no longer takes this lock (see [`CLAIM_LOCK_CLASS`]).
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_lock_key")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_lock_key_scoped(scope: TextBytes<'_>, key: TextBytes<'_>) -> i64 {
     lock_key_for(scope.bytes(), key.bytes()).or_raise()
 }
 
 /// The one-argument form: the scope is the empty string.
-#[pg_extern(immutable, strict, parallel_safe, name = "idem_lock_key")]
+#[pg_extern(immutable, strict, parallel_safe, sql = false)]
 fn idem_lock_key(key: TextBytes<'_>) -> i64 {
     lock_key_for(b"", key.bytes()).or_raise()
 }

@@ -234,13 +234,13 @@ fn purge(batch: Option<i32>) -> Result<i64> {
 
 /// Processing records whose lease ended more than `idempotency.reclaim_grace` ago become
 /// `failed_retryable` ('lease_expired'); at most `batch` of them. Returns how many.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn idem_reclaim(batch: default!(Option<i32>, 10000)) -> i64 {
     reclaim(batch).or_raise()
 }
 
 /// Deletes at most `batch` finished records past `expires_at`. Returns how many.
-#[pg_extern(volatile, parallel_unsafe)]
+#[pg_extern(volatile, parallel_unsafe, sql = false)]
 fn idem_purge(batch: default!(Option<i32>, 10000)) -> i64 {
     purge(batch).or_raise()
 }

@@ -202,22 +202,12 @@ fn snapshot() -> Result<Vec<(String, i64)>> {
         .collect())
 }
 
-/// What the extension did since the server started: one row per counter.
-#[pg_extern(volatile, parallel_safe)]
+/// What the extension did since the server started: one row per counter (sql/metrics.sql
+/// declares it).
+#[pg_extern(volatile, parallel_safe, sql = false)]
 fn idem_metrics() -> TableIterator<'static, (name!(name, String), name!(value, i64))> {
     TableIterator::new(snapshot().or_raise())
 }
-
-extension_sql!(
-    r#"
-COMMENT ON FUNCTION @extschema@.idem_metrics() IS
-    'Counters since server start: claims by outcome, hash mismatches, completions, failures, reclaimed and purged rows, maintenance rounds, records written directly or through SQL';
-REVOKE ALL ON FUNCTION @extschema@.idem_metrics() FROM PUBLIC;
-GRANT EXECUTE ON FUNCTION @extschema@.idem_metrics() TO pg_monitor;
-"#,
-    name = "metrics",
-    requires = [idem_metrics]
-);
 
 #[cfg(test)]
 mod tests {

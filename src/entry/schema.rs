@@ -1,8 +1,7 @@
 //! The extension's SQL files, in install order: tables and types (sql/bootstrap.sql) first,
 //! then the declarations of every function, then the grants. The C functions declared in
-//! sql/*.sql are defined in the module named in each comment. Functions pgrx declares from
-//! `#[pg_extern]` (canonical.rs, lock_key.rs, maintenance.rs) and `metrics.rs`' own
-//! `extension_sql!` (idem_metrics' comment and grants) are not in these files.
+//! sql/*.sql are defined in the module named in each comment (a `#[pg_extern]` has
+//! `sql = false`: its declaration is here, as the portable edition's is, docs/architecture.md).
 
 use pgrx::prelude::*;
 
@@ -12,6 +11,13 @@ extension_sql_file!("../../sql/bootstrap.sql", name = "bootstrap", bootstrap);
 extension_sql_file!(
     "../../sql/claim.sql",
     name = "claim_functions",
+    requires = ["bootstrap"]
+);
+
+// canonical.rs, lock_key.rs
+extension_sql_file!(
+    "../../sql/canonical.sql",
+    name = "canonical",
     requires = ["bootstrap"]
 );
 
@@ -47,11 +53,14 @@ extension_sql_file!(
 extension_sql_file!(
     "../../sql/maintenance.sql",
     name = "maintenance",
-    requires = [
-        "bootstrap",
-        entry::maintenance::idem_reclaim,
-        entry::maintenance::idem_purge
-    ]
+    requires = ["bootstrap"]
+);
+
+// metrics.rs, lib.rs
+extension_sql_file!(
+    "../../sql/metrics.sql",
+    name = "metrics",
+    requires = ["bootstrap"]
 );
 
 // steps/citus.rs

@@ -19,15 +19,17 @@
 //! Needs no Postgres. The check's own tests, on planted sources: `planted.rs`; what it cannot
 //! follow, refused outright (`lib.rs` only mods and entry glue; no `#[path]`, `include!`,
 //! `#[macro_export]`): `glue.rs`; the README's length: `readme.rs`.
-//! Also here, needing no server: the upgrade script's copies equal their sql/ sources
-//! (`upgrade_copies.rs`); every path a comment or doc names exists (`paths.rs`, `comments.rs`).
+//! Also here, needing no server: the upgrade script is derived from sql/ (`upgrade_script.rs`);
+//! every path a comment or doc names exists (`paths.rs`, `comments.rs`);
+//! the portable edition holds bodies of the native declarations only (`one_declaration.rs`).
 
 mod comments;
 mod glue;
+mod one_declaration;
 mod paths;
 mod planted;
 mod readme;
-mod upgrade_copies;
+mod upgrade_script;
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::path::Path;

@@ -21,16 +21,12 @@ mod special;
 
 use random::{any_char, random_doc};
 
-/// portable/canonical.sql and portable/lock_key.sql, read when the tests run (as the other
-/// portable tests read scripts/portable.sh), so that a mutation of them needs no build.
+/// The pure functions of the portable edition (`scripts/portable.sh --pure`: sql/canonical.sql
+/// with the bodies of portable/canonical.sql and portable/lock_key.sql, in schema idempotency),
+/// generated when the tests run, so that a mutation of them needs no build.
 fn script() -> &'static str {
     static SCRIPT: OnceLock<String> = OnceLock::new();
-    SCRIPT.get_or_init(|| {
-        ["portable/canonical.sql", "portable/lock_key.sql"]
-            .iter()
-            .map(|f| common::repo_file(f))
-            .collect()
-    })
+    SCRIPT.get_or_init(|| common::portable_script(&["--pure"]))
 }
 
 /// In each database, `try_call(sql_call, arg)`: the call's result, or its error as
@@ -65,7 +61,7 @@ fn pair() -> &'static std::sync::Mutex<Pair> {
             .expect("schema");
         portable
             .batch_execute(script())
-            .expect("portable/canonical.sql");
+            .expect("scripts/portable.sh --pure");
         portable
             .batch_execute(TRY_CALL)
             .expect("try_call (portable)");
