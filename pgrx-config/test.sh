@@ -47,10 +47,14 @@ config=${PGRX_HOME:-$HOME/.pgrx}/config.toml
 rows=() logs_of=() failed=0 passed=0 t_all=$SECONDS
 
 # "test result: ok. 3 passed; 0 failed; 2 ignored; ..." lines of a log -> "PASSED FAILED IGNORED"
-# (summed)
+# (summed); a log without them (scripts/http-test.sh) -> its closing "N passed, N failed" line.
 count_tests() {
-  grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed; [0-9]+ ignored' "$1" |
-    awk '{p += $4; f += $6; i += $8} END {printf "%d %d %d", p, f, i}'
+  if grep -aqE 'test result: ' "$1"; then
+    grep -aoE 'test result: [A-Za-z]+\. [0-9]+ passed; [0-9]+ failed; [0-9]+ ignored' "$1" |
+      awk '{p += $4; f += $6; i += $8} END {printf "%d %d %d", p, f, i}'
+  else
+    sed -n 's/^\([0-9][0-9]*\) passed, \([0-9][0-9]*\) failed$/\1 \2 0/p' "$1" | tail -n 1 | grep . || echo "0 0 0"
+  fi
 }
 
 # The "test NAME ... ignored, REASON" lines of a log -> "REASON: NAME, NAME" lines, one a reason
