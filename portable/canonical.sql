@@ -165,14 +165,13 @@ BEGIN
 END
 $fn$;
 
--- The canonical text of a jsonb value. Fast path: jsonb's own text output already escapes
--- strings as RFC 8785 does; it differs only by the spaces after ',' and ':', by member order
--- (jsonb sorts names by length first) and by numbers. One regular expression (a DFA pass,
--- linear) on that text, with escaped backslashes and quotes set aside so that every '"' is a
--- string's delimiter, looks outside the strings for a second member of an object, inside them
--- for ', ' or ': ', and outside them for a number that is not canonical as numeric prints it
--- (a trailing zero after the point, 16 significant digits or more, under 1e-6). Finding none,
--- the answer is that text without those spaces. Otherwise the general path below.
+-- The canonical text of a jsonb value. Fast path: jsonb's own text escapes strings as RFC 8785
+-- does and differs only by the spaces after ',' and ':', member order (jsonb sorts names by
+-- length first) and numbers. With \\ and \" set aside (as U+0002, U+0003, which jsonb text
+-- never holds raw) every '"' delimits a string, and one regular expression (a DFA: linear)
+-- finds a second member of an object, a string holding ', ' or ': ', or a number that numeric
+-- does not print canonically (a trailing zero after the point, 16 significant digits or more,
+-- under 1e-6). Finding none, the answer is that text without those spaces.
 CREATE FUNCTION idempotency.idem_canonical(payload pg_catalog.jsonb)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
@@ -181,102 +180,117 @@ AS $fn$
 DECLARE
     t pg_catalog.text;
     bare pg_catalog.text;
+    -- what rules the fast path out: a second member, a separator in a string, a number
+    slow constant pg_catalog.text := '^([^"]*"[^"]*")*[^"]*(, "[^"]*": |"[^"]*(, |: )'
+        '|[.][0-9]*0([^0-9]|$)|[1-9]([.]?[0-9]){15}|(^|[^0-9])0[.]000000)';
 BEGIN
 PERFORM idempotency._idem_jcs_depth(payload);
 t := payload::pg_catalog.text;
 bare := CASE WHEN pg_catalog.strpos(t, '"'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN t
              ELSE pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
                       E'\\"'::pg_catalog.text, pg_catalog.chr(3)) END;
-IF bare OPERATOR(pg_catalog.!~) ('^([^"]*"[^"]*")*[^"]*(, "[^"]*": |"[^"]*(, |: )'
-        '|[.][0-9]*0([^0-9]|$)|[1-9]([.]?[0-9]){15}|(^|[^0-9])0[.]000000)')::pg_catalog.text THEN
+IF bare OPERATOR(pg_catalog.!~) slow THEN
     RETURN pg_catalog.replace(pg_catalog.replace(t, ', '::pg_catalog.text, ','::pg_catalog.text),
                ': '::pg_catalog.text, ':'::pg_catalog.text);
 END IF;
--- General path, one statement, a row per container (its scalars are written in place): its
--- text with U+0001 (never raw in canonical text) where each child container goes, and those
--- children in output order. The pieces between the U+0001s are then concatenated in the
--- order of a bytea path: a container at P, its i-th child container at P || step(i), the
--- piece after that child at P || step(i) || ff; step(i) is 1 byte below 240, else F0 and 4
--- bytes. The walk starts from a one-element array around the payload (stripped at the end),
--- so that a scalar payload needs no case of its own. Member order: names by their UTF-16 sort
--- key (_idem_jcs_sort_key, inlined) in UTF-8.
+-- Otherwise one statement: a recursive walk gives every value a path (bytea) that sorts in
+-- output order, and its token; the tokens, and a closing token per container at path || ff,
+-- are concatenated in path order. A member's path step is its name's UTF-16 sort key in UTF-8
+-- and 00 (jsonb names hold no U+0000), an element's its position (1 byte below 240, else F0
+-- and 4 bytes). Member and element tokens start with ',' and opening brackets end with U+0001,
+-- never raw in canonical text; the pair is then deleted. A container that passes the test
+-- above is not walked: its token is its own text.
 RETURN (
-WITH RECURSIVE node (path, template, kids) AS (
-    SELECT ''::pg_catalog.bytea, pg_catalog.chr(1), ARRAY[pg_catalog.jsonb_build_array(payload)]
+WITH RECURSIVE node (path, prefix, value, kind, t, ref, fast) AS (
+    SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload),
+           CASE WHEN pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  OR pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
+                ELSE t END,
+           pg_catalog.pg_column_size(payload), NULL::pg_catalog.text
   UNION ALL
-    SELECT n.path OPERATOR(pg_catalog.||) CASE WHEN k.j OPERATOR(pg_catalog.<) 240::pg_catalog.int8
-                    THEN pg_catalog.substr(pg_catalog.int4send(k.j::pg_catalog.int4), 4)
-                    ELSE pg_catalog.decode('f0'::pg_catalog.text, 'hex'::pg_catalog.text)
-                         OPERATOR(pg_catalog.||) pg_catalog.int4send(k.j::pg_catalog.int4) END,
-           c.template, c.kids
+    SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value),
+           -- the text of a scalar (of a container: not needed, not made)
+           CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                  OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
+                ELSE c.value::pg_catalog.text END,
+           CASE WHEN (pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                 OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+                AND pg_catalog.pg_column_size(c.value) OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.<=) n.ref
+                THEN pg_catalog.pg_column_size(c.value) ELSE n.ref END,
+           -- a tested container that passes the fast path's test is one token, its own text
+           CASE WHEN (pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                 OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+                AND pg_catalog.pg_column_size(c.value) OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.<=) n.ref
+                THEN (SELECT CASE WHEN pg_catalog.replace(pg_catalog.replace(v.x, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
+                                           E'\\"'::pg_catalog.text, pg_catalog.chr(3)) OPERATOR(pg_catalog.!~) slow
+                                  THEN pg_catalog.replace(pg_catalog.replace(v.x, ', '::pg_catalog.text, ','::pg_catalog.text),
+                                           ': '::pg_catalog.text, ':'::pg_catalog.text) END
+                      FROM (SELECT c.value::pg_catalog.text OFFSET 0) v (x)) END
     FROM node n
-    CROSS JOIN LATERAL pg_catalog.unnest(n.kids) WITH ORDINALITY k (value, j)
     CROSS JOIN LATERAL (
-        SELECT CASE WHEN pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                    THEN '{'::pg_catalog.text ELSE '['::pg_catalog.text END
-                   OPERATOR(pg_catalog.||) COALESCE(pg_catalog.string_agg(m.prefix OPERATOR(pg_catalog.||) CASE
-                       WHEN m.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                         OR m.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN pg_catalog.chr(1)
-                       WHEN m.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN m.t
-                       -- numeric_out never writes an exponent. Up to 15 significant digits a decimal
-                       -- is its own shortest round-trip form, so from 1e-6 to 1e15 it is the answer.
-                       WHEN pg_catalog.strpos(m.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
-                           CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(m.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15
-                                THEN m.t
-                                ELSE idempotency._idem_jcs_number(m.t::pg_catalog.numeric, NULL::pg_catalog.text) END
-                       WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(m.t, '0'::pg_catalog.text),
-                                '.'::pg_catalog.text, ''::pg_catalog.text), '-0'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15
-                            AND NOT pg_catalog.starts_with(pg_catalog.ltrim(m.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
-                           THEN pg_catalog.rtrim(pg_catalog.rtrim(m.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
-                       ELSE idempotency._idem_jcs_number(m.t::pg_catalog.numeric, NULL::pg_catalog.text)
-                   END, ','::pg_catalog.text ORDER BY m.sk, m.ord), ''::pg_catalog.text)
-                   OPERATOR(pg_catalog.||) CASE WHEN pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                    THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END,
-               pg_catalog.array_agg(m.value ORDER BY m.sk, m.ord)
-                   FILTER (WHERE m.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                              OR m.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
-        FROM (
-            SELECT pg_catalog.convert_to(
-                       CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
-                            ELSE pg_catalog.regexp_replace(
-                                pg_catalog.replace(e.key, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name),
-                                    pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
-                                '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
-                                    OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
-                                    OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
-                                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
-                                'g'::pg_catalog.text)
-                       END, 'UTF8'::pg_catalog.name),
-                   0::pg_catalog.int8, pg_catalog.to_json(e.key)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text,
-                   e.value, pg_catalog.jsonb_typeof(e.value),
-                   CASE WHEN pg_catalog.jsonb_typeof(e.value) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text
-                         AND pg_catalog.jsonb_typeof(e.value) OPERATOR(pg_catalog.<>) 'array'::pg_catalog.text THEN e.value::pg_catalog.text END
-            FROM pg_catalog.jsonb_each(CASE WHEN pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN k.value END) e
-          UNION ALL
-            SELECT NULL::pg_catalog.bytea, a.ord, ''::pg_catalog.text, a.value, pg_catalog.jsonb_typeof(a.value),
-                   CASE WHEN pg_catalog.jsonb_typeof(a.value) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text
-                         AND pg_catalog.jsonb_typeof(a.value) OPERATOR(pg_catalog.<>) 'array'::pg_catalog.text THEN a.value::pg_catalog.text END
-            FROM pg_catalog.jsonb_array_elements(CASE WHEN pg_catalog.jsonb_typeof(k.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN k.value END)
-                 WITH ORDINALITY a (value, ord)
-        ) m (sk, ord, prefix, value, kind, t)
-    ) c (template, kids)
+        SELECT pg_catalog.convert_to(
+                   -- idempotency._idem_jcs_sort_key(e.key), inlined
+                   CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
+                        ELSE pg_catalog.regexp_replace(
+                            pg_catalog.replace(e.key, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name),
+                                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
+                            '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
+                                OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
+                                OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
+                            pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
+                            'g'::pg_catalog.text)
+                   END, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text) AS step,
+               ','::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text
+                   OPERATOR(pg_catalog.||) ':'::pg_catalog.text AS prefix,
+               e.value
+        FROM pg_catalog.jsonb_each(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN n.value END) e
+      UNION ALL
+        -- one byte for the first 239 elements, then F0 and 4 bytes: shorter paths sort faster
+        SELECT CASE WHEN a.ord OPERATOR(pg_catalog.<) 240::pg_catalog.int8
+                    THEN pg_catalog.substr(pg_catalog.int4send(a.ord::pg_catalog.int4), 4)
+                    ELSE pg_catalog.decode('f0'::pg_catalog.text, 'hex'::pg_catalog.text)
+                         OPERATOR(pg_catalog.||) pg_catalog.int4send(a.ord::pg_catalog.int4) END,
+               ','::pg_catalog.text, a.value
+        FROM pg_catalog.jsonb_array_elements(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN n.value END)
+             WITH ORDINALITY a (value, ord)
+    ) c
+    -- A container is tested only if it is at most half the size (as jsonb) of the nearest
+    -- tested container above it (n.ref; the payload was), so that the text tested is at most
+    -- log2(size) times the payload's (of a chain: its top only).
+    WHERE (n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+      AND n.fast IS NULL
 )
-SELECT pg_catalog.substr(r.canonical, 2, pg_catalog.length(r.canonical) OPERATOR(pg_catalog.-) 2)
-FROM (SELECT pg_catalog.string_agg(p.piece, ''::pg_catalog.text ORDER BY p.path)
-      FROM node n
-      CROSS JOIN LATERAL (
-          SELECT CASE WHEN s.i OPERATOR(pg_catalog.=) 1::pg_catalog.int8 THEN n.path
-                      WHEN s.i OPERATOR(pg_catalog.<=) 240::pg_catalog.int8
-                      THEN n.path OPERATOR(pg_catalog.||) pg_catalog.substr(pg_catalog.int4send((s.i OPERATOR(pg_catalog.-) 1::pg_catalog.int8)::pg_catalog.int4), 4)
-                           OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text)
-                      ELSE n.path OPERATOR(pg_catalog.||) pg_catalog.decode('f0'::pg_catalog.text, 'hex'::pg_catalog.text)
-                           OPERATOR(pg_catalog.||) pg_catalog.int4send((s.i OPERATOR(pg_catalog.-) 1::pg_catalog.int8)::pg_catalog.int4)
-                           OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text) END,
-                 s.piece
-          FROM pg_catalog.unnest(pg_catalog.string_to_array(n.template, pg_catalog.chr(1))) WITH ORDINALITY s (piece, i)
-      ) p (path, piece)) r (canonical));
+SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.string_agg(t.token, ''::pg_catalog.text ORDER BY t.path),
+           pg_catalog.chr(1) OPERATOR(pg_catalog.||) ','::pg_catalog.text, ''::pg_catalog.text),
+       pg_catalog.chr(1), ''::pg_catalog.text)
+FROM (
+    SELECT n.path, n.prefix OPERATOR(pg_catalog.||) CASE
+               WHEN n.fast IS NOT NULL THEN n.fast
+               WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
+               WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
+               WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.t
+               -- numeric_out never writes an exponent. Up to 15 significant digits a decimal is
+               -- its own shortest round-trip form, so from 1e-6 to 1e15 it is the answer.
+               WHEN pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
+                   CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(n.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15 THEN n.t
+                        ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text) END
+               WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(n.t, '0'::pg_catalog.text),
+                        '.'::pg_catalog.text, ''::pg_catalog.text), '-0'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15
+                    AND NOT pg_catalog.starts_with(pg_catalog.ltrim(n.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
+                   THEN pg_catalog.rtrim(pg_catalog.rtrim(n.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
+               ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text)
+           END
+    FROM node n
+  UNION ALL
+    SELECT n.path OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text),
+           CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
+    FROM node n
+    WHERE (n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+      AND n.fast IS NULL
+) t (path, token));
 END
 $fn$;
+
 
 CREATE FUNCTION idempotency.idem_hash(payload pg_catalog.jsonb)
 RETURNS pg_catalog.text

@@ -2,16 +2,21 @@
 //! taken out), which one regular expression allows only when no object has a second member, no
 //! string holds ", " or ": " and every number prints canonically: each case here sits on one
 //! side of one of those conditions, alone or inside containers, and must give the native bytes.
+//! The walk that takes over when the payload fails uses the same test on containers at most half
+//! the payload's size: each case is also placed twice next to a number that fails it.
 
 use super::compare;
 
-/// `doc` at the top, as an array element, as a member value, and 3 levels down.
-fn placed(doc: &str) -> [String; 4] {
+/// `doc` at the top, as an array element, as a member value, 3 levels down; and where the
+/// payload fails the fast test but `doc` is tested on its own (at most half the payload).
+fn placed(doc: &str) -> [String; 6] {
     [
         doc.to_string(),
         format!("[{doc}]"),
         format!("{{\"a\": {doc}}}"),
         format!("[{{\"a\": [{doc}, 1]}}]"),
+        format!("[1.50, [{doc}], [{doc}]]"),
+        format!("{{\"bb\": [{{\"c\": {doc}}}, [{doc}]], \"a\": 1.0}}"),
     ]
 }
 
