@@ -6,10 +6,11 @@
 # [[...[1]...]] and of objects {"a":{"a":...1...}}; and shape `records` (depth 2 only), an
 # array of request-like objects of 10 members whose names need reordering (jsonb sorts them
 # by length first), with decimals such as 12.50 and strings holding ", " and ": ". Prints the
-# canonical text's bytes, milliseconds per call (one call, after a warm-up call on a small document) and portable /
-# native. A call that is refused shows its SQLSTATE after its milliseconds (past the depth
-# limit: 54001 in both); a portable call that passes TIMEOUT_S seconds is cancelled and shown
-# as "> TIMEOUT_S000" (the ratio a lower bound).
+# canonical text's bytes, milliseconds per call (one call, after warm-up calls on two small
+# documents: one the portable fast path takes, one it walks) and portable / native. A call
+# that is refused shows its SQLSTATE after its milliseconds (past the depth limit: 54001 in
+# both); a portable call that passes TIMEOUT_S seconds is cancelled and shown as
+# "> TIMEOUT_S000" (the ratio a lower bound).
 # Usage: bench/canonical-depth.sh PG_CONFIG [depths="10 128 129 1000 10000"] [shapes="arrays objects records"]
 #        (SIZE, TIMEOUT_S, PORT, WORK override)
 # The extension must be installed in that Postgres (cargo pgrx install --pg-config ...).
@@ -83,7 +84,7 @@ for s in $shapes; do
     for ed in native:public portable:idempotency; do
       db=${ed%%:*} schema=${ed#*:}
       ms+=("$(psql -d "$db" -c "SET jit = off" -c "SET statement_timeout = '${timeout_s}s'" \
-        -c "SELECT length($schema.idem_canonical('[[1]]'::jsonb))" \
+        -c "SELECT length($schema.idem_canonical('[[1]]'::jsonb)), length($schema.idem_canonical('{\"bb\": [1.50], \"a\": 1}'::jsonb))" \
         -c "SELECT bench_ms(\$q\$SELECT length($schema.idem_canonical(doc)) FROM docs WHERE shape = '$s' AND depth = $d\$q\$)" | tail -1)")
     done
     native=${ms[0]} portable=${ms[1]}
