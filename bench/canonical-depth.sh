@@ -3,19 +3,22 @@
 # against the portable edition (portable/canonical.sql), in one run: a throwaway cluster,
 # database `native` with the extension, database `portable` with the script. The document is
 # an array of copies of one chain `depth` deep, as many as fill SIZE bytes: of arrays
-# [[...[1]...]] and of objects {"a":{"a":...1...}}. Prints the canonical text's bytes,
-# milliseconds per call (one call, after a warm-up call on a small document) and portable /
-# native. A call that is refused shows its SQLSTATE after its milliseconds (past the depth
-# limit: 54001 in both); a portable call that passes TIMEOUT_S seconds is cancelled and shown
-# as "> TIMEOUT_S000" (the ratio a lower bound).
-# Usage: bench/canonical-depth.sh PG_CONFIG [depths="10 128 129 1000 10000"] [shapes="arrays objects"]
+# [[...[1]...]] and of objects {"a":{"a":...1...}}; and shape `records` (depth 2 only), an
+# array of request-like objects of 10 members whose names need reordering (jsonb sorts them
+# by length first), with decimals such as 12.50 and strings holding ", " and ": ". Prints the
+# canonical text's bytes, milliseconds per call (one call, after warm-up calls on two small
+# documents: one the portable fast path takes, one it walks) and portable / native. A call
+# that is refused shows its SQLSTATE after its milliseconds (past the depth limit: 54001 in
+# both); a portable call that passes TIMEOUT_S seconds is cancelled and shown as
+# "> TIMEOUT_S000" (the ratio a lower bound).
+# Usage: bench/canonical-depth.sh PG_CONFIG [depths="10 128 129 1000 10000"] [shapes="arrays objects records"]
 #        (SIZE, TIMEOUT_S, PORT, WORK override)
 # The extension must be installed in that Postgres (cargo pgrx install --pg-config ...).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 PG_CONFIG=${1:?usage: bench/canonical-depth.sh PG_CONFIG [depths] [shapes]}
 depths=${2:-10 128 129 1000 10000}
-shapes=${3:-arrays objects}
+shapes=${3:-arrays objects records}
 size=${SIZE:-1048576}
 timeout_s=${TIMEOUT_S:-300}
 bindir=$("$PG_CONFIG" --bindir)
@@ -40,6 +43,11 @@ psql() { "$bindir/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -p "$port" -U po
 setup="CREATE FUNCTION deep_doc(d int, size int, open text, close text) RETURNS jsonb LANGUAGE sql AS \$\$
   SELECT ('[' || array_to_string(array_fill(repeat(open, d - 1) || '1' || repeat(close, d - 1),
           ARRAY[greatest(1, size / ((length(open) + length(close)) * d))]), ',') || ']')::jsonb \$\$;
+  CREATE FUNCTION records_doc(size int) RETURNS jsonb LANGUAGE sql AS \$\$
+  SELECT jsonb_agg(jsonb_build_object('id', i, 'amount', round(i * 7.31, 2), 'currency', 'EUR',
+           'customer_email', 'user' || i || '@example.com', 'qty', i % 17, 'note', 'a, b: \"c\"',
+           'created_at', '2026-11-28T13:48:44Z', 'ok', i % 2 = 0, 'x', null, 'price', 12.50) ORDER BY i)
+  FROM generate_series(1, greatest(1, size / 205)) i \$\$;
   CREATE FUNCTION bench_ms(q text) RETURNS text LANGUAGE plpgsql AS \$\$
   DECLARE t0 timestamptz := clock_timestamp();
   BEGIN EXECUTE q; RETURN round((extract(epoch FROM clock_timestamp() - t0) * 1e3)::numeric, 1)::text;
@@ -54,6 +62,7 @@ for db in native portable; do
     case $s in
       arrays) open='[' close=']' ;;
       objects) open='{"a":' close='}' ;;
+      records) psql -d "$db" -c "INSERT INTO docs SELECT 'records', 2, records_doc($size)"; continue ;;
       *) echo "unknown shape $s" >&2; exit 2 ;;
     esac
     for d in $depths; do
@@ -67,13 +76,15 @@ psql -d native -c "CREATE EXTENSION idempotency"
 echo "Postgres $("$PG_CONFIG" --version), $(nproc) cores, load $(cut -d' ' -f1-3 /proc/loadavg); size=$size timeout=${timeout_s}s"
 printf '%-8s %-7s %-9s %14s %14s %9s\n' shape depth bytes native_ms portable_ms ratio
 for s in $shapes; do
-  for d in $depths; do
+  ds=$depths
+  if [ "$s" = records ]; then ds=2; fi
+  for d in $ds; do
     bytes=$(psql -d native -c "SELECT octet_length(public.idem_canonical(doc)) FROM docs WHERE shape = '$s' AND depth = $d" 2>/dev/null || echo refused)
     ms=()
     for ed in native:public portable:idempotency; do
       db=${ed%%:*} schema=${ed#*:}
       ms+=("$(psql -d "$db" -c "SET jit = off" -c "SET statement_timeout = '${timeout_s}s'" \
-        -c "SELECT length($schema.idem_canonical('[[1]]'::jsonb))" \
+        -c "SELECT length($schema.idem_canonical('[[1]]'::jsonb)), length($schema.idem_canonical('{\"bb\": [1.50], \"a\": 1}'::jsonb))" \
         -c "SELECT bench_ms(\$q\$SELECT length($schema.idem_canonical(doc)) FROM docs WHERE shape = '$s' AND depth = $d\$q\$)" | tail -1)")
     done
     native=${ms[0]} portable=${ms[1]}

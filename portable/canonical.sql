@@ -165,28 +165,64 @@ BEGIN
 END
 $fn$;
 
--- The canonical text of a jsonb value, in one statement: a recursive walk gives every value a
--- path (bytea) that sorts in output order, and its token; the tokens, plus a closing token per
--- container at path || ff, are concatenated in path order. A member's path step is its name's
--- UTF-16 sort key in UTF-8 and a 00 byte (jsonb names hold no U+0000), an element's its
--- position as 4 bytes. Each member or element token starts with ',' and each opening bracket
--- ends with U+0001, a character canonical text never holds raw; the pair is then deleted.
+-- The canonical text of a jsonb value. Fast path: jsonb's own text escapes strings as RFC 8785
+-- does and differs only by the spaces after ',' and ':', member order (jsonb sorts names by
+-- length first) and numbers. With \\ and \" set aside (as U+0002, U+0003, which jsonb text
+-- never holds raw) every '"' delimits a string, and one regular expression (a DFA: linear)
+-- finds a second member of an object, a string holding ', ' or ': ', or a number that numeric
+-- does not print canonically (a trailing zero after the point, 16 significant digits or more,
+-- under 1e-6). Finding none, the answer is that text without those spaces.
 -- The body of idem_canonical (sql/canonical.sql declares it).
 BODY idem_canonical_jsonb_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    t pg_catalog.text;
+    bare pg_catalog.text;
+    -- what rules the fast path out: a second member, a separator in a string, a number
+    slow constant pg_catalog.text := '^([^"]*"[^"]*")*[^"]*(, "[^"]*": |"[^"]*(, |: )'
+        '|[.][0-9]*0([^0-9]|$)|[1-9]([.]?[0-9]){15}|(^|[^0-9])0[.]000000)';
 BEGIN
 PERFORM idempotency._idem_jcs_depth(payload);
+t := payload::pg_catalog.text;
+bare := CASE WHEN pg_catalog.strpos(t, '"'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN t
+             ELSE pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
+                      E'\\"'::pg_catalog.text, pg_catalog.chr(3)) END;
+IF bare OPERATOR(pg_catalog.!~) slow THEN
+    RETURN pg_catalog.replace(pg_catalog.replace(t, ', '::pg_catalog.text, ','::pg_catalog.text),
+               ': '::pg_catalog.text, ':'::pg_catalog.text);
+END IF;
+-- Otherwise one statement: a recursive walk gives every value a path (bytea) that sorts in
+-- output order, and its token; the tokens, and a closing token per container at path || ff,
+-- are concatenated in path order. A member's path step is its name's UTF-16 sort key in UTF-8
+-- and 00 (jsonb names hold no U+0000), an element's its position (1 byte below 240, else F0
+-- and 4 bytes). Member and element tokens start with ',' and opening brackets end with U+0001,
+-- never raw in canonical text; the pair is then deleted. A container that passes the test
+-- above is not walked: its token is its own text.
 RETURN (
-WITH RECURSIVE node (path, prefix, value, kind, t) AS (
+WITH RECURSIVE node (path, prefix, value, kind, t, ref, fast) AS (
     SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload),
            CASE WHEN pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
                   OR pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
-                ELSE payload::pg_catalog.text END
+                ELSE t END,
+           pg_catalog.pg_column_size(payload), NULL::pg_catalog.text
   UNION ALL
     SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value),
            -- the text of a scalar (of a container: not needed, not made)
            CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
                   OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
-                ELSE c.value::pg_catalog.text END
+                ELSE c.value::pg_catalog.text END,
+           CASE WHEN (pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                 OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+                AND pg_catalog.pg_column_size(c.value) OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.<=) n.ref
+                THEN pg_catalog.pg_column_size(c.value) ELSE n.ref END,
+           -- a tested container that passes the fast path's test is one token, its own text
+           CASE WHEN (pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                 OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+                AND pg_catalog.pg_column_size(c.value) OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.<=) n.ref
+                THEN (SELECT CASE WHEN pg_catalog.replace(pg_catalog.replace(v.x, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
+                                           E'\\"'::pg_catalog.text, pg_catalog.chr(3)) OPERATOR(pg_catalog.!~) slow
+                                  THEN pg_catalog.replace(pg_catalog.replace(v.x, ', '::pg_catalog.text, ','::pg_catalog.text),
+                                           ': '::pg_catalog.text, ':'::pg_catalog.text) END
+                      FROM (SELECT c.value::pg_catalog.text OFFSET 0) v (x)) END
     FROM node n
     CROSS JOIN LATERAL (
         SELECT pg_catalog.convert_to(
@@ -215,13 +251,18 @@ WITH RECURSIVE node (path, prefix, value, kind, t) AS (
         FROM pg_catalog.jsonb_array_elements(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN n.value END)
              WITH ORDINALITY a (value, ord)
     ) c
-    WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
+    -- A container is tested only if it is at most half the size (as jsonb) of the nearest
+    -- tested container above it (n.ref; the payload was), so that the text tested is at most
+    -- log2(size) times the payload's (of a chain: its top only).
+    WHERE (n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+      AND n.fast IS NULL
 )
 SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.string_agg(t.token, ''::pg_catalog.text ORDER BY t.path),
            pg_catalog.chr(1) OPERATOR(pg_catalog.||) ','::pg_catalog.text, ''::pg_catalog.text),
        pg_catalog.chr(1), ''::pg_catalog.text)
 FROM (
     SELECT n.path, n.prefix OPERATOR(pg_catalog.||) CASE
+               WHEN n.fast IS NOT NULL THEN n.fast
                WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
                WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
                WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.t
@@ -241,10 +282,12 @@ FROM (
     SELECT n.path OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text),
            CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
     FROM node n
-    WHERE n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text
+    WHERE (n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
+      AND n.fast IS NULL
 ) t (path, token));
 END
 $fn$;
+
 
 -- The body of idem_hash (sql/canonical.sql declares it).
 BODY idem_hash_jsonb_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$

@@ -16,6 +16,7 @@ use rand::{Rng, SeedableRng};
 use std::sync::OnceLock;
 
 mod depth;
+mod fast;
 mod random;
 mod special;
 
