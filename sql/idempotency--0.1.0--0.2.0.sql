@@ -1313,8 +1313,9 @@ BEGIN
 END
 $lock$;
 
--- ---- issue #25: warn when the extension's schema is writable by others (as at the end of
--- ---- sql/grants.sql)
+-- ---- issue #25: warn when the extension's schema is writable by others, as sql/grants.sql
+-- ---- does at the end of an install.
+-- ==== Derived: the rest of sql/grants.sql, run again.
 -- A role that may create objects in the extension's schema can plant overloads of its
 -- functions there (a text look-alike of a jsonb parameter wins an untyped argument). The
 -- extension's own SQL types every argument, but applications call these functions too: say so
@@ -1340,10 +1341,13 @@ BEGIN
 END
 $warn$;
 
+-- ---- issue #24: the generations layout's steps, the table owner's alone.
+-- ==== Derived: the rest of sql/layout.sql, run again.
 -- The steps are the table owner's, through idem_set_layout and idem_rotate (Postgres's own
 -- privilege checks would refuse anyone else part way; these say no at the door).
 REVOKE ALL ON FUNCTION idempotency.layout_switch(pg_catalog.text) FROM PUBLIC;
 
+-- ==== Derived: the rest of sql/rotate.sql, run again.
 -- A step of idem_rotate, the table owner's (layout_bounded checks it at the door).
 REVOKE ALL ON FUNCTION idempotency.layout_rotate(pg_catalog.bool, pg_catalog.int4) FROM PUBLIC;
 

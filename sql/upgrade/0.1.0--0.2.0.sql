@@ -98,38 +98,11 @@ ALTER TABLE idempotency.requests DROP CONSTRAINT requests_intervals_check,
 
 -- @rest sql/cdc_sign.sql
 
--- ---- issue #25: warn when the extension's schema is writable by others (as at the end of
--- ---- sql/grants.sql)
--- A role that may create objects in the extension's schema can plant overloads of its
--- functions there (a text look-alike of a jsonb parameter wins an untyped argument). The
--- extension's own SQL types every argument, but applications call these functions too: say so
--- loudly at install time (docs/security.md, "The extension's schema").
-DO $warn$
-DECLARE
-    writers pg_catalog.text;
-BEGIN
-    SELECT pg_catalog.string_agg(CASE WHEN a.grantee OPERATOR(pg_catalog.=) 0::pg_catalog.oid
-                                      THEN 'PUBLIC'
-                                      ELSE a.grantee::pg_catalog.regrole::pg_catalog.text END, ', ')
-      INTO writers
-      FROM pg_catalog.pg_namespace AS n,
-           pg_catalog.aclexplode(COALESCE(n.nspacl, pg_catalog.acldefault('n'::pg_catalog.char, n.nspowner))) AS a
-     WHERE n.oid OPERATOR(pg_catalog.=) '@extschema@'::pg_catalog.regnamespace::pg_catalog.oid
-       AND a.privilege_type OPERATOR(pg_catalog.=) 'CREATE'
-       AND a.grantee OPERATOR(pg_catalog.<>) n.nspowner;
-    IF writers IS NOT NULL THEN
-        RAISE WARNING 'idempotency: schema @extschema@ is writable by %, who can plant look-alikes of the extension''s functions there', writers
-            USING DETAIL = 'Anyone who may CREATE in the schema of the functions can make an application''s call with an untyped argument run their code instead.',
-                  HINT = 'REVOKE CREATE ON SCHEMA @extschema@ FROM PUBLIC, or create the extension in a schema of its own (CREATE SCHEMA idem; CREATE EXTENSION idempotency SCHEMA idem).';
-    END IF;
-END
-$warn$;
+-- ---- issue #25: warn when the extension's schema is writable by others, as sql/grants.sql
+-- ---- does at the end of an install.
+-- @rest sql/grants.sql
 
--- The steps are the table owner's, through idem_set_layout and idem_rotate (Postgres's own
--- privilege checks would refuse anyone else part way; these say no at the door).
-REVOKE ALL ON FUNCTION idempotency.layout_switch(pg_catalog.text) FROM PUBLIC;
+-- ---- issue #24: the generations layout's steps, the table owner's alone.
+-- @rest sql/layout.sql
 
--- A step of idem_rotate, the table owner's (layout_bounded checks it at the door).
-REVOKE ALL ON FUNCTION idempotency.layout_rotate(pg_catalog.bool, pg_catalog.int4) FROM PUBLIC;
-
-REVOKE ALL ON FUNCTION idempotency.layout_sync_grants() FROM PUBLIC;
+-- @rest sql/rotate.sql
