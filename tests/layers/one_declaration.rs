@@ -1,7 +1,8 @@
 //! One declaration for both editions (issue 35, part 1): a function the native extension
 //! declares in sql/ is declared nowhere in portable/, which holds its body only
 //! (`BODY <symbol> ...`, put into the declaration by scripts/portable.sh). Every C symbol of
-//! sql/ has exactly one body, and every body belongs to a C symbol. Needs no server.
+//! sql/ has exactly one body, every body belongs to a C symbol and pins its search_path
+//! (idem_call's aside). Needs no server.
 
 use std::collections::BTreeMap;
 
@@ -62,6 +63,16 @@ fn problems(sql: &[(String, String)], portable: &[(String, String)]) -> Vec<Stri
                     names[name]
                 ));
             }
+            // A body without the pin would resolve its names through the caller's path; only
+            // idem_call's hands that path to its callee, as the native idem_call does.
+            if line.starts_with("BODY ")
+                && !line.contains(" SET search_path = pg_catalog, pg_temp AS ")
+                && !line.starts_with("BODY idem_call ")
+            {
+                out.push(format!(
+                    "{file}: {line}: no SET search_path = pg_catalog, pg_temp"
+                ));
+            }
             if let Some(symbol) = line.strip_prefix("BODY ").and_then(|s| s.split(' ').next()) {
                 match symbols.get_mut(symbol) {
                     Some(n) => *n += 1,
@@ -102,7 +113,7 @@ fn a_second_declaration_or_a_lost_body_fails() {
          LANGUAGE c STRICT\nAS 'MODULE_PATHNAME', 'f_wrapper';\n"
             .to_string(),
     )];
-    let body = "BODY f_wrapper LANGUAGE sql AS $fn$\nSELECT $1\n$fn$;\n";
+    let body = "BODY f_wrapper LANGUAGE sql SET search_path = pg_catalog, pg_temp AS $fn$\nSELECT $1\n$fn$;\n";
     let ok = [("portable/a.sql".to_string(), body.to_string())];
     assert!(problems(&sql, &ok).is_empty());
     let copied = format!("CREATE FUNCTION @extschema@.f(a pg_catalog.int4) RETURNS int\n{body}");
@@ -113,6 +124,13 @@ fn a_second_declaration_or_a_lost_body_fails() {
     assert_eq!(
         problems(&sql, &[]),
         ["C symbol f_wrapper has 0 portable bodies"]
+    );
+    let unpinned = body.replace(" SET search_path = pg_catalog, pg_temp", "");
+    assert_eq!(
+        problems(&sql, &[("portable/a.sql".to_string(), unpinned)]),
+        [
+            "portable/a.sql: BODY f_wrapper LANGUAGE sql AS $fn$: no SET search_path = pg_catalog, pg_temp"
+        ]
     );
     let stray = body.replace("f_wrapper", "g_wrapper");
     assert_eq!(
