@@ -2,10 +2,13 @@
 # The HTTP layer's tests: start a throw-away Postgres MAJOR with the extension installed and
 # preloaded, then run the Python adapter's tests (pytest, clients/python/tests), the Node
 # adapter's tests (node:test, clients/node/test) and the exporter test (metrics/test_exporter.py),
-# then the Python contract suites and Express 5's on the portable edition, and stop the cluster. The Python adapter is tested as built: wheel + sdist, clean venv. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
+# then the Python contract suites and Express 5's on the portable edition, then the adapter suites
+# again with every app and adapter connecting through a real PgBouncer in transaction mode
+# (IDEM_HTTP_POOLER; docs/http-frameworks.md, Hosted poolers), and stop the cluster. The Python adapter is tested as built: wheel + sdist, clean venv. Installs what it needs (apt, pip into a venv, npm) on a fresh Debian 12;
 # a second run installs nothing. Ends with the plain line 'N passed, N failed'.
 # Usage: scripts/http-test.sh [MAJOR]   (default 15)
 # Environment: IDEM_HTTP_PORT (default 54339), IDEM_HTTP_DIR (default /tmp/idempotency-http-test),
+#              IDEM_HTTP_POOLER_PORT (default IDEM_HTTP_PORT + 1: the PgBouncer pass),
 #              IDEM_HTTP_CACHE (default ~/.cache/idempotency-http), IDEM_HTTP_KEEP=1 keeps
 #              the cluster running afterwards, IDEM_HTTP_APP_PORT the first port of the
 #              example apps the Python tests start (default: any free port).
@@ -41,7 +44,10 @@ log "building and installing the extension into $("$pg_config" --pkglibdir)"
 cargo pgrx install --pg-config "$pg_config" --features "pg$major" --no-default-features >/dev/null
 
 as_pg() { if [ "$(id -u)" = 0 ]; then runuser -u postgres -- "$@"; else "$@"; fi; }
+bport=${IDEM_HTTP_POOLER_PORT:-$((port + 1))}
+bdir=$dir-pgbouncer
 stop_cluster() {
+  [ -f "$bdir/pgbouncer.pid" ] && kill "$(cat "$bdir/pgbouncer.pid")" 2>/dev/null || true
   [ -f "$dir/postmaster.pid" ] && as_pg "$bindir/pg_ctl" -D "$dir" -m fast stop >/dev/null 2>&1 || true
 }
 stop_cluster
@@ -63,6 +69,42 @@ as_pg env -u RUST_BACKTRACE "$bindir/pg_ctl" -w -D "$dir" -l "$dir/server.log" s
 "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d postgres -c "CREATE DATABASE http" >/dev/null
 "$bindir/psql" -X -q -h 127.0.0.1 -p "$port" -U postgres -d http -c "CREATE EXTENSION idempotency" >/dev/null
 export DATABASE_URL="postgresql://postgres@127.0.0.1:$port/http"
+
+# PgBouncer in transaction mode in front of every database of the cluster, for the second pass:
+# 8 server connections, all opened (min_pool_size) and handed out round robin, so even one
+# client's consecutive transactions run on different server sessions (with one open, a prepared
+# statement would always find its session). postgres may read its admin console (SHOW STATS).
+rm -rf "$bdir" && mkdir -p "$bdir"
+echo '"postgres" ""' > "$bdir/users.txt"
+cat > "$bdir/pgbouncer.ini" <<INI
+[databases]
+* = host=127.0.0.1 port=$port
+[pgbouncer]
+listen_addr = 127.0.0.1
+listen_port = $bport
+unix_socket_dir =
+auth_type = trust
+auth_file = $bdir/users.txt
+pool_mode = transaction
+default_pool_size = 8
+min_pool_size = 8
+server_round_robin = 1
+admin_users = postgres
+max_client_conn = 500
+ignore_startup_parameters = extra_float_digits,options
+logfile = $bdir/pgbouncer.log
+log_connections = 0
+log_disconnections = 0
+pidfile = $bdir/pgbouncer.pid
+INI
+[ "$(id -u)" = 0 ] && chown -R postgres: "$bdir"
+pgbouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
+as_pg "$pgbouncer" -d "$bdir/pgbouncer.ini"  # pgbouncer refuses to run as root
+for _ in $(seq 100); do
+  "$bindir/psql" -X -q -h 127.0.0.1 -p "$bport" -U postgres -d http -c "SELECT 1" >/dev/null 2>&1 && break
+  sleep 0.2
+done
+pooler=127.0.0.1:$bport
 
 # --- Python: the adapter's wheel and sdist, installed into a clean venv -----------------------
 # Built from a copy of clients/python (the tree stays clean); the tests import the adapter
@@ -195,6 +237,26 @@ node_suite "Express 5 contract on the portable edition" DATABASE_URL="$portable_
   IDEM_EXAMPLE_SCHEMA=public IDEM_NODE_PROJECT="$node_cache/express5" EXPRESS_MAJOR=5 -- \
   test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js \
   test/pooler.test.js
+
+# --- the adapter suites again, every app and adapter through PgBouncer (transaction mode) ---------
+# The tests' own checks stay direct (pg_locks, counts, gates). Not repeated: test_poolers.py and
+# pooler.test.js (their own PgBouncer), test_contract.py (SQL only, no app), test_keys.py,
+# keys.test.js and types.test.js (no database), Express 4 (the same adapter code as Express 5).
+log "Python adapter tests through PgBouncer in transaction mode (pytest)"
+pb_report=$pydir/pgbouncer.xml
+(cd "$pydir" && IDEM_HTTP_POOLER=$pooler IDEM_EXAMPLE_NO_PREPARE=1 IDEM_HTTP_FIGURES=$pydir/figures-pgbouncer.txt \
+  "$venv/bin/python" -m pytest -p no:cacheprovider -q -rf --junitxml="$pb_report" "$root/clients/python/tests" \
+  --ignore="$root/clients/python/tests/test_poolers.py" --ignore="$root/clients/python/tests/test_contract.py" \
+  --ignore="$root/clients/python/tests/test_keys.py") || true
+read -r p f < <(py_count "$pb_report") || { p=0; f=1; }
+passed=$((passed + p)) failed=$((failed + f))
+[ -f "$pydir/figures-pgbouncer.txt" ] && sed 's/^/  (pgbouncer) /' "$pydir/figures-pgbouncer.txt" >&2
+node_suite "example service and schema through PgBouncer" DATABASE_URL="$node_db" IDEM_HTTP_POOLER="$pooler" \
+  IDEM_NODE_TARBALL="$tarball" -- test/schema.test.js test/http.test.js
+node_suite "Express 5 contract through PgBouncer" DATABASE_URL="$node_db" IDEM_HTTP_POOLER="$pooler" \
+  IDEM_NODE_PROJECT="$node_cache/express5" EXPRESS_MAJOR=5 -- \
+  test/contract-requests.test.js test/contract-responses.test.js test/contract-concurrency.test.js test/contract-scope.test.js \
+  test/plain-script.test.js
 
 log "done in $((SECONDS - t0)) s"
 echo "$passed passed, $failed failed"

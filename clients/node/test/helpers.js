@@ -13,6 +13,11 @@ import pg from 'pg';
 
 export const here = path.dirname(fileURLToPath(import.meta.url));
 export const DB = process.env.DATABASE_URL;
+/** IDEM_HTTP_POOLER=host:port: apps and adapters connect through that pooler (the script's PgBouncer
+ * in transaction mode, its second pass); the tests' own checks (DB) stay direct. */
+export const POOLER = process.env.IDEM_HTTP_POOLER || null;
+/** The URL an app connects with: through POOLER when set, to the same database and user. */
+export const appUrl = (url = DB) => (POOLER ? Object.assign(new URL(url), { host: POOLER }).toString() : url);
 export const PROJECT = process.env.IDEM_NODE_PROJECT;
 export const MAJOR = process.env.EXPRESS_MAJOR;
 export const BASE = 'https://datatracker.ietf.org/doc/draft-ietf-httpapi-idempotency-key-header#';
@@ -59,7 +64,7 @@ export async function startServer(env = {}) {
   fs.copyFileSync(path.join(here, 'fixtures/server.js'), path.join(PROJECT, 'server.js'));
   const port = await freePort();
   const proc = spawn(process.execPath, ['server.js'], {
-    cwd: PROJECT, env: { ...process.env, PORT: String(port), ...env }, stdio: ['ignore', 'inherit', env.IDEM_TEST_LOG ? 'pipe' : 'inherit'],
+    cwd: PROJECT, env: { ...process.env, PORT: String(port), ...env, DATABASE_URL: appUrl(env.DATABASE_URL ?? DB) }, stdio: ['ignore', 'inherit', env.IDEM_TEST_LOG ? 'pipe' : 'inherit'],
   });
   const server = { port, proc, exited: false, output: '' };
   proc.stderr?.on('data', (chunk) => { server.output += chunk; }); // with IDEM_TEST_LOG: what it logged

@@ -8,6 +8,7 @@ import net from 'node:net';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
 import pg from 'pg';
+import { appUrl } from './helpers.js';
 
 const root = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 const SERVE = path.join(root, 'examples/http/node/serve.sh');
@@ -30,7 +31,7 @@ class Server {
     this.port = await freePort();
     this.url = `http://127.0.0.1:${this.port}`;
     this.proc = spawn(SERVE, [], {
-      env: { ...process.env, PORT: String(this.port), DATABASE_URL: DB, IDEM_EXAMPLE_TEST_HOOKS: '1' },
+      env: { ...process.env, PORT: String(this.port), DATABASE_URL: appUrl(DB), IDEM_EXAMPLE_TEST_HOOKS: '1' },
       stdio: ['ignore', 'inherit', 'inherit'],
       detached: true,
     });

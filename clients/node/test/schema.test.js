@@ -4,11 +4,12 @@ import { test } from 'node:test';
 import assert from 'node:assert/strict';
 import pg from 'pg';
 import { claim, fingerprintBytes, normalizeOptions } from '../index.js';
+import { appUrl } from './helpers.js';
 
 const DB = process.env.DATABASE_URL;
 
 async function firstClaim(log) {
-  const pool = new pg.Pool({ connectionString: DB, max: 2 });
+  const pool = new pg.Pool({ connectionString: appUrl(DB), max: 2 });
   try {
     const opts = normalizeOptions({ pool, log });
     const key = `schema-${process.hrtime.bigint()}`;

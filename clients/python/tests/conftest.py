@@ -1,7 +1,9 @@
 """Fixtures: the example apps (examples/http/python) as real server processes (uvicorn for
 FastAPI, werkzeug's threaded WSGI server for Flask and Django) against the database in
 $DATABASE_URL (scripts/http-test.sh starts a throw-away cluster and installs the adapter from
-its wheel). IDEM_HTTP_APP_PORT: the first port to give the servers (default: any free port)."""
+its wheel). IDEM_HTTP_APP_PORT: the first port to give the servers (default: any free port).
+IDEM_HTTP_POOLER=host:port: the apps connect through that pooler instead (the script's PgBouncer in
+transaction mode, its second pass); the tests' own checks (db, db_url) stay direct."""
 
 import itertools
 import json
@@ -14,6 +16,7 @@ import tempfile
 import time
 import uuid
 from pathlib import Path
+from urllib.parse import urlparse, urlunparse
 
 import httpx
 import psycopg
@@ -26,6 +29,18 @@ FRAMEWORKS = ["fastapi", "flask", "django"]
 SERVICE = "examples"
 _first_port = int(os.environ.get("IDEM_HTTP_APP_PORT", "0"))
 _ports = itertools.count(_first_port)
+#: the pooler the apps go through (scripts/http-test.sh, the PgBouncer pass), or None
+POOLER = os.environ.get("IDEM_HTTP_POOLER") or None
+
+
+def app_url(url: str) -> str:
+    """The URL an app connects with: through POOLER when set, to the same database and user."""
+    if not POOLER:
+        return url
+    parts = urlparse(url)
+    user = parts.netloc.rpartition("@")[0]
+    return urlunparse(parts._replace(netloc=f"{user}@{POOLER}" if user else POOLER))
+
 
 
 def free_port() -> int:
@@ -41,7 +56,7 @@ def free_port() -> int:
 class Server:
     def __init__(self, framework: str, db_url: str, **env):
         self.framework = framework
-        self.db_url = db_url
+        self.db_url = app_url(db_url)
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.env = env

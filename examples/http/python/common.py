@@ -29,6 +29,10 @@ POOL_SIZE = int(os.environ.get("IDEM_EXAMPLE_POOL", "4"))
 #: IDEM_EXAMPLE_NO_PREPARE=1: the handlers' own statements are never prepared (behind a transaction
 #: pooler, clients/python/tests/test_poolers.py; an app would rather set prepare_threshold=None, docs/http.md)
 PREPARE = False if os.environ.get("IDEM_EXAMPLE_NO_PREPARE") else None
+#: and the SQLAlchemy engines' connections prepare nothing either (the ORM's INSERTs)
+ENGINE_OPTIONS: dict = {"pool_size": POOL_SIZE}
+if PREPARE is False:
+    ENGINE_OPTIONS["connect_args"] = {"prepare_threshold": None}
 #: the apps' own authentication (a demo token table): the adapter takes the principal from the
 #: framework's authenticated user, never from a client header such as X-Tenant
 USERS = {"alice-token": "alice", "bob-token": "bob"}

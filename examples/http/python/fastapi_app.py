@@ -223,7 +223,7 @@ if AsyncSession is not None:
         body_len: Mapped[int]
 
     async_engine = create_async_engine(common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1),
-                                       pool_size=common.POOL_SIZE)
+                                       **common.ENGINE_OPTIONS)
     orm = Idempotency(async_engine, **common.SETTINGS)
     orm_router = APIRouter(route_class=orm.route)
 
@@ -236,6 +236,8 @@ if AsyncSession is not None:
             await session.flush()
             effect_id = effect.id  # read before commit: a commit expires it (no lazy load in async)
             await session.commit()
+        if request.query_params.get("lock"):  # the row is written; wait for the test's advisory lock N
+            await claim.conn.exec_driver_sql(common.PAUSE, (int(request.query_params["lock"]),))
         if request.query_params.get("raise"):
             raise RuntimeError("after the ORM commit")
         return JSONResponse({"effect_id": effect_id}, status_code=status)

@@ -156,7 +156,7 @@ if sqlalchemy is not None:
         body_len: Mapped[int]
 
     engine = sqlalchemy.create_engine(common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1),
-                                      pool_size=common.POOL_SIZE)
+                                      **common.ENGINE_OPTIONS)
     orm = Idempotency(engine, **common.SETTINGS)
 
     def orm_write(claim, model, route, status):
@@ -167,6 +167,8 @@ if sqlalchemy is not None:
             session.add(effect)
             session.commit()
             effect_id = effect.id
+        if request.args.get("lock"):  # the row is written; wait for the test's advisory lock N
+            claim.conn.exec_driver_sql(common.PAUSE, (int(request.args["lock"]),))
         if request.args.get("raise"):
             raise RuntimeError("after the ORM commit")
         return {"effect_id": effect_id}, status
@@ -184,7 +186,7 @@ except ImportError:
 
 if sqlalchemy is not None and SQLAlchemy is not None:
     app.config["SQLALCHEMY_DATABASE_URI"] = common.DATABASE_URL.replace("postgresql://", "postgresql+psycopg://", 1)
-    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = {"pool_size": common.POOL_SIZE}
+    app.config["SQLALCHEMY_ENGINE_OPTIONS"] = common.ENGINE_OPTIONS
     fsa = SQLAlchemy(app)
 
     class FsaEffect(fsa.Model):
