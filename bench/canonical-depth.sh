@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # idem_canonical of a ~1 MiB jsonb document at several nesting depths, the native extension
-# against the portable edition (portable/canonical.sql), in one run: a throwaway cluster,
+# against the portable edition (scripts/portable.sh --pure), in one run: a throwaway cluster,
 # database `native` with the extension, database `portable` with the script. The document is
 # an array of copies of one chain `depth` deep, as many as fill SIZE bytes: of arrays
 # [[...[1]...]] and of objects {"a":{"a":...1...}}; and shape `records` (depth 2 only), an

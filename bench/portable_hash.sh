@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# idem_hash and idem_lock_key: the native extension, the portable edition (portable/canonical.sql, lock_key.sql)
+# idem_hash and idem_lock_key: the native extension, the portable edition (scripts/portable.sh --pure)
 # and what the seed's PL/pgSQL page does for a request hash (bench/scripts/hash.ref.sql: sha256
 # of jsonb's text, not canonical), in one run: a throwaway cluster, database `native` with the
 # extension, database `portable` with the script, the ~1 KB order documents of

@@ -37,6 +37,11 @@ if ! [[ $schema =~ ^[a-z_][a-z0-9_]*$ ]] || [ "$schema" = idempotency ]; then
     exit 2
 fi
 version=$(sed -n 's/^version = "\(.*\)"$/\1/p' "$root/Cargo.toml" | head -1)
+# A CR would hide a body's closing line from the awk below.
+if crlf=$(grep -l $'\r' "$root"/sql/*.sql "$root"/portable/*.sql); then
+    echo "portable.sh: carriage returns in $crlf" >&2
+    exit 1
+fi
 [ ${#from[@]} -eq 0 ] || [ "$mode" = dbdev ] || { echo "portable.sh: --from goes with --dbdev" >&2; exit 2; }
 
 # A portable file as the edition includes it: canonical.sql and lock_key.sql put their functions
@@ -57,21 +62,33 @@ bodies() { for f in "$root"/portable/*.sql; do part "portable/${f##*/}"; done; }
 # bodies into the declarations).
 helpers() {
     part "$1" | awk '
+        inbody && /^(BODY|CREATE FUNCTION) / { print "portable.sh: a BODY has no closing " tag ";" > "/dev/stderr"; exit 1 }
         inbody { if ($0 == tag ";") inbody = 0; next }
         /^BODY / { tag = $NF; inbody = 1; said = ""; next }
         /^--/ { said = said $0 "\n"; next }
         { printf "%s", said; said = ""; print }
-        END { printf "%s", said }'
+        END { printf "%s", said; if (inbody) { print "portable.sh: a BODY has no closing " tag ";" > "/dev/stderr"; exit 1 } }'
 }
 
 # A native file as the portable edition has it: each LANGUAGE c declaration with its C symbol
 # replaced by that symbol's portable body (LANGUAGE and SET from the BODY line, all else the
 # native declaration's: one declaration for both editions), and in the plain script without
-# pg_extension_config_dump, which only an extension script may call. With `c-only`, only those
-# declarations (the update replaces them and keeps the rest).
+# pg_extension_config_dump, which only an extension script may call. With `functions`, only
+# its functions and their COMMENT, GRANT and REVOKE statements (what the update replaces).
 native() {
-    awk -v plain="$([ "$mode" = plain ] && echo 1)" -v conly="${2:-}" '
+    awk -v plain="$([ "$mode" = plain ] && echo 1)" -v only="${2:-}" '
+        function fail(why) { print "portable.sh: " why > "/dev/stderr"; failed = 1; exit 1 }
+        # The dollar quotes a line opens and closes: inq is the open one ("" outside).
+        function quotes(line,   t) {
+            while (match(line, /\$[A-Za-z_]*\$/)) {
+                t = substr(line, RSTART, RLENGTH)
+                if (inq == "") inq = t; else if (t == inq) inq = ""
+                line = substr(line, RSTART + RLENGTH)
+            }
+        }
+        FNR == 1 && NR > 1 && inbody { fail("BODY " sym " has no closing " tag ";") }
         FNR == NR {
+            if (inbody && $0 ~ /^(BODY|CREATE FUNCTION) /) fail("BODY " sym " has no closing " tag ";")
             if (inbody) { if ($0 == tag ";") inbody = 0; else body[sym] = body[sym] $0 "\n"; next }
             if ($0 ~ /^BODY /) {
                 sym = $2; tag = $NF; inbody = 1; body[sym] = ""; quote[sym] = tag
@@ -81,11 +98,12 @@ native() {
             }
             next
         }
+        /^CREATE FUNCTION / { inblock = 1; buf = ""; inq = "" }
         inblock {
             buf = buf $0 "\n"
-            if ($0 ~ /^AS .MODULE_PATHNAME., .[a-z0-9_]+.;$/) {
+            if (inq == "" && $0 ~ /^AS .MODULE_PATHNAME., .[a-z0-9_]+.;$/) {
                 s = $0; sub(/^AS .MODULE_PATHNAME., ./, "", s); sub(/.;$/, "", s)
-                if (!(s in body)) { print "portable.sh: no BODY " s " in portable/" > "/dev/stderr"; exit 1 }
+                if (!(s in body)) fail("no BODY " s " in portable/")
                 sub(/AS .MODULE_PATHNAME.*$/, "", buf)
                 if (buf ~ /LANGUAGE c /) sub(/LANGUAGE c /, lang[s] " ", buf); else sub(/LANGUAGE c\n/, lang[s] "\n", buf)
                 printf "%s", buf
@@ -93,21 +111,19 @@ native() {
                 printf "AS %s\n%s%s;\n", quote[s], body[s], quote[s]
                 inblock = 0; next
             }
-            if ($0 ~ /;[[:space:]]*$/) {
-                if (buf ~ /LANGUAGE c[ \n]/) { print "portable.sh: a C declaration ends AS MODULE_PATHNAME and its symbol" > "/dev/stderr"; exit 1 }
-                if (!conly) printf "%s", buf
-                inblock = 0
+            quotes($0)
+            if (inq == "" && $0 ~ /;[[:space:]]*$/) {
+                if (buf ~ /LANGUAGE c[ \n]/) fail("a C declaration ends AS MODULE_PATHNAME and its symbol")
+                printf "%s", buf; inblock = 0
             }
             next
         }
-        /^CREATE FUNCTION / {
-            buf = $0 "\n"; inblock = 1
-            if ($0 ~ /;[[:space:]]*$/) { if (!conly) printf "%s", buf; inblock = 0 }
-            next
-        }
-        conly { next }
+        only && /^(COMMENT ON|GRANT|REVOKE) .*FUNCTION / { ingrant = 1; buf = "" }
+        ingrant { buf = buf $0 "\n"; if ($0 ~ /;[[:space:]]*$/) { printf "%s", buf; ingrant = 0 }; next }
+        only { next }
         plain && /pg_extension_config_dump/ { next }
         { print }
+        END { if (!failed && inblock) fail("a CREATE FUNCTION without its end in " FILENAME) }
     ' <(bodies) "$1"
 }
 
@@ -123,11 +139,11 @@ edition() {
     done | sed "s/@PORTABLE_VERSION@/$version/g"
 }
 
-# One part: a native file (`:c-only`: only its C declarations, with their portable bodies), or
-# a portable file's helpers.
+# One part: a native file (`:functions`: only its functions, their COMMENT, GRANT and REVOKE
+# statements), or a portable file's helpers.
 include() {
     local file=${1%:*} only=
-    [ "$file" = "$1" ] || only=c-only
+    [ "$file" = "$1" ] || only=functions
     [ -f "$root/$file" ] || { echo "portable.sh: $file is missing" >&2; exit 1; }
     echo
     echo "-- $file"
@@ -141,10 +157,10 @@ include() {
 # the tables and replaces every function (CREATE OR REPLACE). A release may add functions; one
 # that changes a table needs an update block of its own here.
 refresh() {
-    for part in portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql:c-only portable/canonical.sql \
-                portable/lock_key.sql sql/canonical.sql:c-only portable/call.sql sql/call.sql:c-only sql/http.sql portable/consumers.sql \
-                sql/inbox.sql:c-only sql/outbox.sql:c-only portable/cdc_update.sql portable/cdc.sql sql/cdc_sign.sql \
-                sql/layout.sql sql/rotate.sql portable/layout.sql sql/maintenance.sql:c-only sql/metrics.sql:c-only \
+    for part in portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql:functions portable/canonical.sql \
+                portable/lock_key.sql sql/canonical.sql:functions portable/call.sql sql/call.sql:functions sql/http.sql portable/consumers.sql \
+                sql/inbox.sql:functions sql/outbox.sql:functions portable/cdc_update.sql portable/cdc.sql sql/cdc_sign.sql \
+                sql/layout.sql sql/rotate.sql portable/layout.sql sql/maintenance.sql:functions sql/metrics.sql:functions \
                 portable/upkeep.sql sql/citus.sql sql/grants.sql; do
         include "$part"
     done | sed -e "s/@PORTABLE_VERSION@/$version/g" -e 's/^CREATE FUNCTION /CREATE OR REPLACE FUNCTION /'

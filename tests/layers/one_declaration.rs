@@ -28,23 +28,44 @@ fn dir(name: &str) -> Vec<(String, String)> {
     out
 }
 
-/// The name of the function a `CREATE [OR REPLACE] FUNCTION` line declares.
-fn declared(line: &str) -> Option<&str> {
-    let rest = line
-        .strip_prefix("CREATE FUNCTION ")
-        .or_else(|| line.strip_prefix("CREATE OR REPLACE FUNCTION "))?;
-    let name = rest.split('(').next()?.trim();
-    Some(name.rsplit('.').next().unwrap_or(name).trim_matches('"'))
+/// The name of the function a `CREATE [OR REPLACE] FUNCTION` or `ALTER FUNCTION` line
+/// declares or changes, in any case.
+fn declared(line: &str) -> Option<String> {
+    let words: Vec<String> = line.split_whitespace().map(str::to_lowercase).collect();
+    let at = match words.iter().map(String::as_str).collect::<Vec<_>>()[..] {
+        ["create", "function", ..] | ["alter", "function", ..] => 2,
+        ["create", "or", "replace", "function", ..] => 4,
+        _ => return None,
+    };
+    let name = words.get(at)?.split('(').next()?;
+    Some(
+        name.rsplit('.')
+            .next()
+            .unwrap_or(name)
+            .trim_matches('"')
+            .to_string(),
+    )
 }
 
 /// What breaks the rule in these files: each a line for a reader.
 fn problems(sql: &[(String, String)], portable: &[(String, String)]) -> Vec<String> {
+    let mut out = Vec::new();
+    for (file, text) in sql.iter().chain(portable) {
+        if text.contains('\r') {
+            out.push(format!("{file}: a carriage return"));
+        }
+    }
     let mut names = BTreeMap::new();
     let mut symbols: BTreeMap<String, usize> = BTreeMap::new();
     for (file, text) in sql {
         for line in text.lines() {
             if let Some(name) = declared(line) {
-                names.insert(name.to_string(), file.clone());
+                names.insert(name, file.clone());
+            }
+            // portable.sh splices bodies into exactly `LANGUAGE c`.
+            let lower = line.to_lowercase();
+            if lower.contains("language c") && !line.contains("LANGUAGE c") {
+                out.push(format!("{file}: {line}: write LANGUAGE c"));
             }
             if let Some(symbol) = line
                 .strip_prefix("AS 'MODULE_PATHNAME', '")
@@ -54,13 +75,12 @@ fn problems(sql: &[(String, String)], portable: &[(String, String)]) -> Vec<Stri
             }
         }
     }
-    let mut out = Vec::new();
     for (file, text) in portable {
         for line in text.lines() {
-            if let Some(name) = declared(line).filter(|n| names.contains_key(*n)) {
+            if let Some(name) = declared(line).filter(|n| names.contains_key(n)) {
                 out.push(format!(
                     "{file} declares {name}, which {} declares: keep only its BODY",
-                    names[name]
+                    names[&name]
                 ));
             }
             // A body without the pin would resolve its names through the caller's path; only
@@ -131,6 +151,16 @@ fn a_second_declaration_or_a_lost_body_fails() {
         [
             "portable/a.sql: BODY f_wrapper LANGUAGE sql AS $fn$: no SET search_path = pg_catalog, pg_temp"
         ]
+    );
+    let altered = format!("{body}alter function @extschema@.f(int) reset search_path;\n");
+    assert_eq!(
+        problems(&sql, &[("portable/a.sql".to_string(), altered)]),
+        ["portable/a.sql declares f, which sql/a.sql declares: keep only its BODY"]
+    );
+    let crlf = body.replace("$fn$;", "$fn$;\r");
+    assert_eq!(
+        problems(&sql, &[("portable/a.sql".to_string(), crlf)]),
+        ["portable/a.sql: a carriage return"]
     );
     let stray = body.replace("f_wrapper", "g_wrapper");
     assert_eq!(

@@ -22,10 +22,20 @@ fn statements(text: &str) -> Vec<&str> {
         let rest = &text[i..];
         if rest.starts_with("--") {
             i += rest.find('\n').map_or(rest.len(), |n| n + 1);
+        } else if rest.starts_with("/*") {
+            i += rest.find("*/").map_or(rest.len(), |n| n + 2);
+        } else if b[i] == b'"' {
+            i += 1 + rest[1..].find('"').map_or(rest.len() - 1, |n| n + 1);
         } else if b[i] == b'\'' {
+            // E'...' takes backslash escapes; '' is a quote in either.
+            let escapes = i > 0 && b[i - 1].eq_ignore_ascii_case(&b'e');
             let mut j = i + 1;
             while j < b.len() && (b[j] != b'\'' || b.get(j + 1) == Some(&b'\'')) {
-                j += if b[j] == b'\'' { 2 } else { 1 };
+                j += if b[j] == b'\'' || (escapes && b[j] == b'\\') {
+                    2
+                } else {
+                    1
+                };
             }
             i = j + 1;
         } else if let Some(tag) = dollar_tag(rest) {
@@ -127,10 +137,15 @@ fn functions(sources: &[(String, String)], released: &str) -> String {
     for (file, text) in sources {
         let mut part = String::new();
         for group in split(text).0 {
-            if old.contains(&as_created(code(group[0]))) {
+            // Derived when its CREATE, COMMENT, REVOKE or GRANT is not 0.1.0's.
+            if group.iter().all(|s| old.contains(&as_created(code(s)))) {
                 continue;
             }
-            let create = written(group[0]).replacen("CREATE ", "CREATE OR REPLACE ", 1);
+            let create = written(group[0]);
+            let create = match create.strip_prefix("CREATE FUNCTION ") {
+                Some(rest) => format!("CREATE OR REPLACE FUNCTION {rest}"),
+                None => create.to_string(),
+            };
             part += &format!("\n{create}\n");
             for s in &group[1..] {
                 part += &format!("{}\n", written(s));
@@ -202,7 +217,8 @@ fn the_upgrade_script_is_derived_from_sql() {
 
 #[test]
 fn only_changed_functions_are_derived_with_their_grants() {
-    let released = "CREATE FUNCTION s.kept(a int) RETURNS int LANGUAGE sql AS $$ SELECT a; $$;\n";
+    let released = "CREATE FUNCTION s.kept(a int) RETURNS int LANGUAGE sql AS $$ SELECT a; $$;\n\
+                    COMMENT ON FUNCTION s.kept(int) IS 'k;';\n";
     let source = "-- about kept\nCREATE FUNCTION s.kept(a int)\n  RETURNS int LANGUAGE sql AS $$ SELECT a; $$;\n\
                   COMMENT ON FUNCTION s.kept(int) IS 'k;';\n\
                   CREATE FUNCTION s.new(a int) RETURNS int LANGUAGE sql AS $q$ SELECT 1; $q$;\n\
@@ -225,7 +241,12 @@ fn only_changed_functions_are_derived_with_their_grants() {
             "COMMENT ON FUNCTION s.new(int) IS 'it''s; new';",
         ]
     );
-    // A changed body is derived again.
+    // A changed comment derives its function again, as does a changed body.
+    let commented = functions(
+        &[("sql/a.sql".into(), source.replace("IS 'k;'", "IS 'k2'"))],
+        released,
+    );
+    assert!(commented.contains("CREATE OR REPLACE FUNCTION s.kept(a int)"));
     let changed = functions(
         &[(
             "sql/a.sql".into(),
@@ -235,6 +256,22 @@ fn only_changed_functions_are_derived_with_their_grants() {
     );
     assert!(changed.contains("CREATE OR REPLACE FUNCTION s.kept(a int)"));
     assert!(changed.contains("COMMENT ON FUNCTION s.kept(int) IS 'k;';"));
+}
+
+#[test]
+fn the_splitter_skips_what_is_not_code() {
+    let text = "SELECT E'a\\';' ; SELECT \"x;y\" ; /* ; */ SELECT $t$;$t$; -- ;\nSELECT 1;";
+    let codes: Vec<String> = statements(text).into_iter().map(code).collect();
+    assert_eq!(
+        codes,
+        [
+            "SELECT E'a\\';' ;",
+            "SELECT \"x;y\" ;",
+            "/* ; */ SELECT $t$;$t$;",
+            "SELECT 1;",
+            ""
+        ]
+    );
 }
 
 #[test]
