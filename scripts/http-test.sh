@@ -99,10 +99,19 @@ pidfile = $bdir/pgbouncer.pid
 INI
 [ "$(id -u)" = 0 ] && chown -R postgres: "$bdir"
 pgbouncer=$(command -v pgbouncer || echo /usr/sbin/pgbouncer)
-as_pg "$pgbouncer" -d "$bdir/pgbouncer.ini"  # pgbouncer refuses to run as root
-for _ in $(seq 100); do
-  "$bindir/psql" -X -q -h 127.0.0.1 -p "$bport" -U postgres -d http -c "SELECT 1" >/dev/null 2>&1 && break
-  sleep 0.2
+# Its port can be taken (a CI run found 54340 bound by another socket): then a free one.
+for try in 1 2 3; do
+  as_pg "$pgbouncer" -d "$bdir/pgbouncer.ini"  # pgbouncer refuses to run as root
+  up=
+  for _ in $(seq 100); do
+    "$bindir/psql" -X -q -h 127.0.0.1 -p "$bport" -U postgres -d http -c "SELECT 1" >/dev/null 2>&1 && { up=1; break; }
+    sleep 0.2
+  done
+  [ -n "$up" ] && break
+  [ -f "$bdir/pgbouncer.pid" ] && kill "$(cat "$bdir/pgbouncer.pid")" 2>/dev/null || true
+  [ "$try" = 3 ] && { tail -3 "$bdir/pgbouncer.log" >&2; echo "http-test: PgBouncer does not start" >&2; exit 1; }
+  bport=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+  sed -i "s/^listen_port = .*/listen_port = $bport/" "$bdir/pgbouncer.ini"
 done
 pooler=127.0.0.1:$bport
 
