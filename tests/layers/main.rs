@@ -21,9 +21,11 @@
 //! `#[macro_export]`): `glue.rs`; the README's length: `readme.rs`.
 //! Also here, needing no server: the upgrade script is derived from sql/ (`upgrade_script.rs`);
 //! every path a comment or doc names exists (`paths.rs`, `comments.rs`);
-//! the portable edition holds bodies of the native declarations only (`one_declaration.rs`).
+//! the portable edition holds bodies of the native declarations only (`one_declaration.rs`);
+//! every test on the counted cluster takes its turn (`counted_turns.rs`).
 
 mod comments;
+mod counted_turns;
 mod glue;
 mod one_declaration;
 mod paths;

@@ -68,6 +68,7 @@ fn extversion(db: &mut Client) -> String {
 
 #[test]
 fn default_version_and_update_paths() {
+    let _turn = common::counted_turn();
     install_frozen_scripts();
     let mut db = cluster().session();
     assert_eq!(extversion(&mut db), env!("CARGO_PKG_VERSION"));
@@ -246,6 +247,7 @@ fn sql_of_0_1_0_runs_on_the_new_library() {
 /// lease that ended at -infinity sorts first in every batch and must not fail it (22008).
 #[test]
 fn reclaim_on_an_un_updated_schema_goes_through_a_row_beyond_the_bounds() {
+    let _turn = common::counted_turn();
     let mut old = database("old_010_reclaim", Some("0.1.0"));
     old.batch_execute(
         "SELECT idem_claim('far', 'edge', 'h'); \
@@ -279,6 +281,7 @@ fn reclaim_on_an_un_updated_schema_goes_through_a_row_beyond_the_bounds() {
 #[test]
 fn the_update_unbinds_operators_planted_before_0_1_0() {
     use crate::security::install_path::{bound_to_planted, exercise, plant, planted_calls};
+    let _turn = common::counted_turn();
     let name = "upgrade_planted";
     install_frozen_scripts();
     let mut db = cluster().empty_database(name);
