@@ -6,21 +6,25 @@
 # [[...[1]...]] and of objects {"a":{"a":...1...}}; and shape `records` (depth 2 only), an
 # array of request-like objects of 10 members whose names need reordering (jsonb sorts them
 # by length first), with decimals such as 12.50 and strings holding ", " and ": ". Prints the
-# canonical text's bytes, milliseconds per call (one call, after warm-up calls on two small
-# documents: one the portable fast path takes, one it walks) and portable / native. A call
+# canonical text's bytes, milliseconds per call (the median of RUNS calls, 5, after warm-up
+# calls on three small documents: one the portable fast path takes, an object and a list of
+# records it walks) and portable / native. Shape `varied` is `records` where every third
+# record has one more member (the names differ from record to record) and each holds a
+# nested object of 3 members. A call
 # that is refused shows its SQLSTATE after its milliseconds (past the depth limit: 54001 in
 # both); a portable call that passes TIMEOUT_S seconds is cancelled and shown as
 # "> TIMEOUT_S000" (the ratio a lower bound).
-# Usage: bench/canonical-depth.sh PG_CONFIG [depths="10 128 129 1000 10000"] [shapes="arrays objects records"]
-#        (SIZE, TIMEOUT_S, PORT, WORK override)
+# Usage: bench/canonical-depth.sh PG_CONFIG [depths="10 128 129 1000 10000"] [shapes="arrays objects records varied"]
+#        (SIZE, TIMEOUT_S, RUNS, PORT, WORK override)
 # The extension must be installed in that Postgres (cargo pgrx install --pg-config ...).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 PG_CONFIG=${1:?usage: bench/canonical-depth.sh PG_CONFIG [depths] [shapes]}
 depths=${2:-10 128 129 1000 10000}
-shapes=${3:-arrays objects records}
+shapes=${3:-arrays objects records varied}
 size=${SIZE:-1048576}
 timeout_s=${TIMEOUT_S:-300}
+runs=${RUNS:-5}
 bindir=$("$PG_CONFIG" --bindir)
 port=${PORT:-55320}
 work=${WORK:-/var/tmp/idem-canonical-depth-$$}
@@ -48,9 +52,20 @@ setup="CREATE FUNCTION deep_doc(d int, size int, open text, close text) RETURNS 
            'customer_email', 'user' || i || '@example.com', 'qty', i % 17, 'note', 'a, b: \"c\"',
            'created_at', '2026-11-28T13:48:44Z', 'ok', i % 2 = 0, 'x', null, 'price', 12.50) ORDER BY i)
   FROM generate_series(1, greatest(1, size / 205)) i \$\$;
-  CREATE FUNCTION bench_ms(q text) RETURNS text LANGUAGE plpgsql AS \$\$
-  DECLARE t0 timestamptz := clock_timestamp();
-  BEGIN EXECUTE q; RETURN round((extract(epoch FROM clock_timestamp() - t0) * 1e3)::numeric, 1)::text;
+  CREATE FUNCTION varied_doc(size int) RETURNS jsonb LANGUAGE sql AS \$\$
+  SELECT jsonb_agg(jsonb_build_object('id', i, 'amount', round(i * 7.31, 2), 'currency', 'EUR',
+           'customer', jsonb_build_object('email', 'user' || i || '@example.com', 'tier', i % 3, 'since', 2019 + i % 7),
+           'qty', i % 17, 'note', 'a, b: \"c\"', 'created_at', '2026-11-28T13:48:44Z', 'ok', i % 2 = 0, 'price', 12.50)
+         || CASE WHEN i % 3 = 0 THEN jsonb_build_object('coupon', 'X' || i) ELSE '{}' END ORDER BY i)
+  FROM generate_series(1, greatest(1, size / 240)) i \$\$;
+  CREATE FUNCTION bench_ms(q text, runs int) RETURNS text LANGUAGE plpgsql AS \$\$
+  DECLARE t0 timestamptz; ms float8[] := '{}';
+  BEGIN
+    FOR i IN 1..runs LOOP
+      t0 := clock_timestamp(); EXECUTE q;
+      ms := ms || extract(epoch FROM clock_timestamp() - t0)::float8 * 1e3;
+    END LOOP;
+    RETURN round((SELECT percentile_disc(0.5) WITHIN GROUP (ORDER BY m) FROM unnest(ms) m)::numeric, 1)::text;
   EXCEPTION WHEN query_canceled THEN RETURN '';
     WHEN OTHERS THEN RETURN round((extract(epoch FROM clock_timestamp() - t0) * 1e3)::numeric, 1)::text
                             || ' ' || SQLSTATE; END \$\$;
@@ -63,6 +78,7 @@ for db in native portable; do
       arrays) open='[' close=']' ;;
       objects) open='{"a":' close='}' ;;
       records) psql -d "$db" -c "INSERT INTO docs SELECT 'records', 2, records_doc($size)"; continue ;;
+      varied) psql -d "$db" -c "INSERT INTO docs SELECT 'varied', 3, varied_doc($size)"; continue ;;
       *) echo "unknown shape $s" >&2; exit 2 ;;
     esac
     for d in $depths; do
@@ -78,14 +94,16 @@ printf '%-8s %-7s %-9s %14s %14s %9s\n' shape depth bytes native_ms portable_ms 
 for s in $shapes; do
   ds=$depths
   if [ "$s" = records ]; then ds=2; fi
+  if [ "$s" = varied ]; then ds=3; fi
   for d in $ds; do
     bytes=$(psql -d native -c "SELECT octet_length(public.idem_canonical(doc)) FROM docs WHERE shape = '$s' AND depth = $d" 2>/dev/null || echo refused)
     ms=()
     for ed in native:public portable:idempotency; do
       db=${ed%%:*} schema=${ed#*:}
       ms+=("$(psql -d "$db" -c "SET jit = off" -c "SET statement_timeout = '${timeout_s}s'" \
-        -c "SELECT length($schema.idem_canonical('[[1]]'::jsonb)), length($schema.idem_canonical('{\"bb\": [1.50], \"a\": 1}'::jsonb))" \
-        -c "SELECT bench_ms(\$q\$SELECT length($schema.idem_canonical(doc)) FROM docs WHERE shape = '$s' AND depth = $d\$q\$)" | tail -1)")
+        -c "SELECT length($schema.idem_canonical('[[1]]'::jsonb)), length($schema.idem_canonical('{\"bb\": [1.50], \"a\": 1}'::jsonb)),
+                   length($schema.idem_canonical('[{\"bb\": 1.50, \"a\": 1}, {\"bb\": 2, \"a\": 3}]'::jsonb))" \
+        -c "SELECT bench_ms(\$q\$SELECT length($schema.idem_canonical(doc)) FROM docs WHERE shape = '$s' AND depth = $d\$q\$, $runs)" | tail -1)")
     done
     native=${ms[0]} portable=${ms[1]}
     if [ -z "$portable" ]; then

@@ -12,7 +12,10 @@
 -- A number that is not a short decimal: the nearest double (the numeric -> float8 cast is
 -- strtod, correctly rounded) in the shortest digits that read back (float8out with
 -- extra_float_digits > 0, PG 12+), laid out as ECMAScript's Number.prototype.toString.
--- `spelling` is the number as the error message quotes it (NULL: jsonb's base-10000 form).
+-- `spelling` is the number as the error message quotes it (NULL: jsonb's base-10000 form;
+-- '': that form, deferred: a number beyond the doubles is returned between two U+0004, so that
+-- idem_canonical raises for the first in output order, as native does, whatever order its
+-- statements evaluate tokens in).
 CREATE FUNCTION idempotency._idem_jcs_number(value pg_catalog.numeric, spelling pg_catalog.text)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE PARALLEL SAFE SECURITY INVOKER
@@ -42,6 +45,9 @@ BEGIN
         EXCEPTION WHEN numeric_value_out_of_range THEN
             IF magnitude OPERATOR(pg_catalog.<) 1::pg_catalog.numeric THEN
                 RETURN '0'::pg_catalog.text;
+            END IF;
+            IF spelling OPERATOR(pg_catalog.=) ''::pg_catalog.text THEN
+                RETURN pg_catalog.chr(4) OPERATOR(pg_catalog.||) value::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(4);
             END IF;
             IF spelling IS NULL THEN
                 -- The native message quotes jsonb's numeric as its base-10000 digit groups:
@@ -165,126 +171,70 @@ BEGIN
 END
 $fn$;
 
--- The canonical text of a jsonb value. Fast path: jsonb's own text escapes strings as RFC 8785
--- does and differs only by the spaces after ',' and ':', member order (jsonb sorts names by
--- length first) and numbers. With \\ and \" set aside (as U+0002, U+0003, which jsonb text
--- never holds raw) every '"' delimits a string, and one regular expression (a DFA: linear)
--- finds a second member of an object, a string holding ', ' or ': ', or a number that numeric
--- does not print canonically (a trailing zero after the point, 16 significant digits or more,
--- under 1e-6). Finding none, the answer is that text without those spaces.
--- The body of idem_canonical (sql/canonical.sql declares it).
-BODY idem_canonical_jsonb_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+-- The fast path: jsonb's own text escapes strings as RFC 8785 does and differs only by the
+-- spaces after ',' and ':', member order (jsonb sorts names by length first) and numbers. With
+-- \\ and \" set aside (as U+0002, U+0003, which jsonb text never holds raw) every '"' delimits
+-- a string, and one regular expression (a DFA: linear) finds a second member of an object, a
+-- string holding ', ' or ': ', or a number that numeric does not print canonically (a trailing
+-- zero after the point, 16 significant digits or more, under 1e-6). Finding none, the answer
+-- is that text without those spaces; else NULL.
+CREATE FUNCTION idempotency._idem_jcs_fast(payload pg_catalog.jsonb)
+RETURNS pg_catalog.text
+LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
+SET search_path = pg_catalog, pg_temp
+AS $fn$
 DECLARE
+    head pg_catalog.jsonb := payload;  -- the payload, or an array's first element
     t pg_catalog.text;
-    bare pg_catalog.text;
-    -- what rules the fast path out: a second member, a separator in a string, a number
-    slow constant pg_catalog.text := '^([^"]*"[^"]*")*[^"]*(, "[^"]*": |"[^"]*(, |: )'
-        '|[.][0-9]*0([^0-9]|$)|[1-9]([.]?[0-9]){15}|(^|[^0-9])0[.]000000)';
+    bare pg_catalog.text;  -- t with \\ and \" set aside
 BEGIN
-PERFORM idempotency._idem_jcs_depth(payload);
-t := payload::pg_catalog.text;
-bare := CASE WHEN pg_catalog.strpos(t, '"'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN t
-             ELSE pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
-                      E'\\"'::pg_catalog.text, pg_catalog.chr(3)) END;
-IF bare OPERATOR(pg_catalog.!~) slow THEN
+    IF pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN
+        head := payload OPERATOR(pg_catalog.->) 0::pg_catalog.int4;  -- (NULL if empty)
+    END IF;
+    -- An object of two members or more, or an array that starts with one, is out at once,
+    -- before its text is made.
+    IF pg_catalog.jsonb_typeof(head) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+       AND (head OPERATOR(pg_catalog.-) (pg_catalog.jsonb_path_query_first(head, '$.keyvalue().key'::pg_catalog.jsonpath)
+                OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])) OPERATOR(pg_catalog.<>) '{}'::pg_catalog.jsonb THEN
+        RETURN NULL;
+    END IF;
+    t := payload::pg_catalog.text;
+    bare := CASE WHEN pg_catalog.strpos(t, '"'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN t
+        ELSE pg_catalog.replace(pg_catalog.replace(t, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
+                 E'\\"'::pg_catalog.text, pg_catalog.chr(3)) END;
+    IF bare OPERATOR(pg_catalog.~) ('^([^"]*"[^"]*")*[^"]*(, "[^"]*": |"[^"]*(, |: )'
+           '|[.][0-9]*0([^0-9]|$)|[1-9]([.]?[0-9]){15}|(^|[^0-9])0[.]000000)')::pg_catalog.text THEN
+        RETURN NULL;
+    END IF;
     RETURN pg_catalog.replace(pg_catalog.replace(t, ', '::pg_catalog.text, ','::pg_catalog.text),
                ': '::pg_catalog.text, ':'::pg_catalog.text);
+END
+$fn$;
+
+-- The body of idem_canonical (sql/canonical.sql declares it): the fast path, else the container
+-- by _idem_jcs_container (portable/canonical_lists.sql); a scalar that the fast path refuses is
+-- a string holding ', ' or ': ' (its own text) or a number.
+BODY idem_canonical_jsonb_wrapper LANGUAGE plpgsql SET search_path = pg_catalog, pg_temp AS $fn$
+DECLARE
+    fast pg_catalog.text;  -- the fast path's text, else the container's
+    size constant pg_catalog.int4 := pg_catalog.pg_column_size(payload);
+BEGIN
+PERFORM idempotency._idem_jcs_depth(payload);
+fast := idempotency._idem_jcs_fast(payload);
+IF fast IS NOT NULL THEN
+    RETURN fast;
 END IF;
--- Otherwise one statement: a recursive walk gives every value a path (bytea) that sorts in
--- output order, and its token; the tokens, and a closing token per container at path || ff,
--- are concatenated in path order. A member's path step is its name's UTF-16 sort key in UTF-8
--- and 00 (jsonb names hold no U+0000), an element's its position (1 byte below 240, else F0
--- and 4 bytes). Member and element tokens start with ',' and opening brackets end with U+0001,
--- never raw in canonical text; the pair is then deleted. A container that passes the test
--- above is not walked: its token is its own text.
-RETURN (
-WITH RECURSIVE node (path, prefix, value, kind, t, ref, fast) AS (
-    SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, payload, pg_catalog.jsonb_typeof(payload),
-           CASE WHEN pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                  OR pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
-                ELSE t END,
-           pg_catalog.pg_column_size(payload), NULL::pg_catalog.text
-  UNION ALL
-    SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, pg_catalog.jsonb_typeof(c.value),
-           -- the text of a scalar (of a container: not needed, not made)
-           CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                  OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN NULL::pg_catalog.text
-                ELSE c.value::pg_catalog.text END,
-           CASE WHEN (pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                 OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
-                AND pg_catalog.pg_column_size(c.value) OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.<=) n.ref
-                THEN pg_catalog.pg_column_size(c.value) ELSE n.ref END,
-           -- a tested container that passes the fast path's test is one token, its own text
-           CASE WHEN (pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
-                 OR pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
-                AND pg_catalog.pg_column_size(c.value) OPERATOR(pg_catalog.*) 2 OPERATOR(pg_catalog.<=) n.ref
-                THEN (SELECT CASE WHEN pg_catalog.replace(pg_catalog.replace(v.x, E'\\\\'::pg_catalog.text, pg_catalog.chr(2)),
-                                           E'\\"'::pg_catalog.text, pg_catalog.chr(3)) OPERATOR(pg_catalog.!~) slow
-                                  THEN pg_catalog.replace(pg_catalog.replace(v.x, ', '::pg_catalog.text, ','::pg_catalog.text),
-                                           ': '::pg_catalog.text, ':'::pg_catalog.text) END
-                      FROM (SELECT c.value::pg_catalog.text OFFSET 0) v (x)) END
-    FROM node n
-    CROSS JOIN LATERAL (
-        SELECT pg_catalog.convert_to(
-                   -- idempotency._idem_jcs_sort_key(e.key), inlined
-                   CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
-                        ELSE pg_catalog.regexp_replace(
-                            pg_catalog.replace(e.key, pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name),
-                                pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.chr(1)),
-                            '(['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('ee8080'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
-                                OPERATOR(pg_catalog.||) '-'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.convert_from(pg_catalog.decode('efbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name)
-                                OPERATOR(pg_catalog.||) '])'::pg_catalog.text,
-                            pg_catalog.convert_from(pg_catalog.decode('f48fbfbf'::pg_catalog.text, 'hex'::pg_catalog.text), 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) E'\\1'::pg_catalog.text,
-                            'g'::pg_catalog.text)
-                   END, 'UTF8'::pg_catalog.name) OPERATOR(pg_catalog.||) pg_catalog.decode('00'::pg_catalog.text, 'hex'::pg_catalog.text) AS step,
-               ','::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text
-                   OPERATOR(pg_catalog.||) ':'::pg_catalog.text AS prefix,
-               e.value
-        FROM pg_catalog.jsonb_each(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN n.value END) e
-      UNION ALL
-        -- one byte for the first 239 elements, then F0 and 4 bytes: shorter paths sort faster
-        SELECT CASE WHEN a.ord OPERATOR(pg_catalog.<) 240::pg_catalog.int8
-                    THEN pg_catalog.substr(pg_catalog.int4send(a.ord::pg_catalog.int4), 4)
-                    ELSE pg_catalog.decode('f0'::pg_catalog.text, 'hex'::pg_catalog.text)
-                         OPERATOR(pg_catalog.||) pg_catalog.int4send(a.ord::pg_catalog.int4) END,
-               ','::pg_catalog.text, a.value
-        FROM pg_catalog.jsonb_array_elements(CASE WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN n.value END)
-             WITH ORDINALITY a (value, ord)
-    ) c
-    -- A container is tested only if it is at most half the size (as jsonb) of the nearest
-    -- tested container above it (n.ref; the payload was), so that the text tested is at most
-    -- log2(size) times the payload's (of a chain: its top only).
-    WHERE (n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
-      AND n.fast IS NULL
-)
-SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.string_agg(t.token, ''::pg_catalog.text ORDER BY t.path),
-           pg_catalog.chr(1) OPERATOR(pg_catalog.||) ','::pg_catalog.text, ''::pg_catalog.text),
-       pg_catalog.chr(1), ''::pg_catalog.text)
-FROM (
-    SELECT n.path, n.prefix OPERATOR(pg_catalog.||) CASE
-               WHEN n.fast IS NOT NULL THEN n.fast
-               WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
-               WHEN n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.chr(1)
-               WHEN n.kind OPERATOR(pg_catalog.<>) 'number'::pg_catalog.text THEN n.t
-               -- numeric_out never writes an exponent. Up to 15 significant digits a decimal is
-               -- its own shortest round-trip form, so from 1e-6 to 1e15 it is the answer.
-               WHEN pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 THEN
-                   CASE WHEN pg_catalog.octet_length(pg_catalog.ltrim(n.t, '-'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15 THEN n.t
-                        ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text) END
-               WHEN pg_catalog.octet_length(pg_catalog.ltrim(pg_catalog.replace(pg_catalog.rtrim(n.t, '0'::pg_catalog.text),
-                        '.'::pg_catalog.text, ''::pg_catalog.text), '-0'::pg_catalog.text)) OPERATOR(pg_catalog.<=) 15
-                    AND NOT pg_catalog.starts_with(pg_catalog.ltrim(n.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text)
-                   THEN pg_catalog.rtrim(pg_catalog.rtrim(n.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
-               ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, NULL::pg_catalog.text)
-           END
-    FROM node n
-  UNION ALL
-    SELECT n.path OPERATOR(pg_catalog.||) pg_catalog.decode('ff'::pg_catalog.text, 'hex'::pg_catalog.text),
-           CASE WHEN n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
-    FROM node n
-    WHERE (n.kind OPERATOR(pg_catalog.=) 'object'::pg_catalog.text OR n.kind OPERATOR(pg_catalog.=) 'array'::pg_catalog.text)
-      AND n.fast IS NULL
-) t (path, token));
+IF pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'number'::pg_catalog.text THEN
+    RETURN idempotency._idem_jcs_number(payload::pg_catalog.text::pg_catalog.numeric, NULL::pg_catalog.text);
+ELSIF pg_catalog.jsonb_typeof(payload) OPERATOR(pg_catalog.=) 'string'::pg_catalog.text THEN
+    RETURN payload::pg_catalog.text;
+END IF;
+fast := idempotency._idem_jcs_container(payload, size);
+-- The first number beyond the doubles in output order (held between two U+0004) raises.
+IF pg_catalog.strpos(fast, pg_catalog.chr(4)) OPERATOR(pg_catalog.>) 0 THEN
+    PERFORM idempotency._idem_jcs_number(pg_catalog.split_part(fast, pg_catalog.chr(4), 2)::pg_catalog.numeric, NULL::pg_catalog.text);
+END IF;
+RETURN fast;
 END
 $fn$;
 

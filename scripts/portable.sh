@@ -49,7 +49,7 @@ fi
 # so the portable one must not either).
 part() {
     case $1 in
-        portable/canonical.sql | portable/lock_key.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$1" ;;
+        portable/canonical.sql | portable/canonical_lists.sql | portable/lock_key.sql) sed 's/\bidempotency\.\(_\?idem_\)/@extschema@.\1/g' "$root/$1" ;;
         *) cat "$root/$1" ;;
     esac
 }
@@ -132,7 +132,7 @@ edition() {
     # A portable file before the native one its bodies go into: a LANGUAGE sql body is checked
     # when it is created, so the helpers it calls must exist by then.
     for part in sql/bootstrap.sql sql/consumers.sql portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql \
-                portable/canonical.sql portable/lock_key.sql sql/canonical.sql portable/call.sql sql/call.sql sql/http.sql portable/consumers.sql \
+                portable/canonical.sql portable/canonical_lists.sql portable/lock_key.sql sql/canonical.sql portable/call.sql sql/call.sql sql/http.sql portable/consumers.sql \
                 sql/inbox.sql sql/outbox.sql sql/cdc.sql portable/cdc.sql sql/cdc_sign.sql sql/layout.sql sql/rotate.sql \
                 portable/layout.sql sql/maintenance.sql sql/metrics.sql portable/upkeep.sql sql/citus.sql sql/grants.sql; do
         include "$part"
@@ -157,7 +157,7 @@ include() {
 # the tables and replaces every function (CREATE OR REPLACE). A release may add functions; one
 # that changes a table needs an update block of its own here.
 refresh() {
-    for part in portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql:functions portable/canonical.sql \
+    for part in portable/common.sql portable/claim.sql portable/finish.sql sql/claim.sql:functions portable/canonical.sql portable/canonical_lists.sql \
                 portable/lock_key.sql sql/canonical.sql:functions portable/call.sql sql/call.sql:functions sql/http.sql portable/consumers.sql \
                 sql/inbox.sql:functions sql/outbox.sql:functions portable/cdc_update.sql portable/cdc.sql sql/cdc_sign.sql \
                 sql/layout.sql sql/rotate.sql portable/layout.sql sql/maintenance.sql:functions sql/metrics.sql:functions \
@@ -167,7 +167,7 @@ refresh() {
 }
 if [ "$mode" = pure ]; then
     echo "SET search_path = pg_catalog, pg_temp;"
-    for part in portable/canonical.sql portable/lock_key.sql sql/canonical.sql; do include "$part"; done |
+    for part in portable/canonical.sql portable/canonical_lists.sql portable/lock_key.sql sql/canonical.sql; do include "$part"; done |
         sed "s/@extschema@/idempotency/g"
     echo
     echo "RESET search_path;"

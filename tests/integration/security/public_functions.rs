@@ -49,8 +49,11 @@ const API: &[&str] = &[
 /// The portable edition's own API: its upkeep by hand or by pg_cron (the caller's rights), and
 /// the canonical form's helpers (pure).
 const PORTABLE_API: &[&str] = &[
+    "_idem_jcs_container",
     "_idem_jcs_depth",
+    "_idem_jcs_fast",
     "_idem_jcs_number",
+    "_idem_jcs_rows",
     "_idem_jcs_sort_key",
     "idem_schedule_upkeep",
     "idem_upkeep",

@@ -17,6 +17,7 @@ use std::sync::OnceLock;
 
 mod depth;
 mod fast;
+mod lists;
 mod random;
 mod special;
 

@@ -29,12 +29,9 @@ pub fn random_doc(rng: &mut StdRng, depth: u32, out: &mut String) {
             out.push('{');
             let mut names = std::collections::HashSet::new();
             for _ in 0..rng.random_range(0..7) {
-                let mut name = String::new();
-                random_string(rng, &mut name);
-                let decoded: serde_json::Value = serde_json::from_str(&name).expect("name");
-                if !names.insert(decoded.as_str().expect("str").to_string()) {
+                let Some(name) = fresh_name(rng, &mut names) else {
                     continue;
-                }
+                };
                 if names.len() > 1 {
                     out.push(',');
                 }
@@ -83,6 +80,18 @@ const CHARS: &str =
 pub fn any_char(rng: &mut StdRng) -> char {
     let n = CHARS.chars().count();
     CHARS.chars().nth(rng.random_range(0..n)).expect("char")
+}
+
+/// A random member name (a JSON string) that `seen` does not hold yet, now added to it.
+pub fn fresh_name(
+    rng: &mut StdRng,
+    seen: &mut std::collections::HashSet<String>,
+) -> Option<String> {
+    let mut name = String::new();
+    random_string(rng, &mut name);
+    let decoded: serde_json::Value = serde_json::from_str(&name).expect("name");
+    seen.insert(decoded.as_str().expect("str").to_string())
+        .then_some(name)
 }
 
 fn random_string(rng: &mut StdRng, out: &mut String) {
