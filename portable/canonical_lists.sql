@@ -19,7 +19,8 @@
 -- * any other list: each container at most half its ref goes through the fast path; the
 --   children of the others, all together, are the list of the level below; each container's
 --   text is then made from its children's, in name order or element order.
--- A value's token: t is its text, or '{' / '[' for a container. Numbers: numeric_out never
+-- A value's token: t is its text, or '{' / '[' for a container (NULL in a list of records,
+-- where NULL also stands for a missing name, which the container call, STRICT, passes on). Numbers: numeric_out never
 -- writes an exponent, and a decimal of at most 15 significant digits from 1e-6 up is its own
 -- shortest round-trip form; any other goes through _idem_jcs_number (deferred). Names sort in
 -- UTF-16 order: as text in collation "C" (UTF-8 bytes), through _idem_jcs_sort_key beyond
@@ -38,6 +39,7 @@ DECLARE
     prefixes pg_catalog.text[];
     nested pg_catalog.text[] := '{}'::pg_catalog.text[];  -- (name - 1) * n + item: a container's text
     j pg_catalog.int8;
+    k pg_catalog.int4;  -- how many names
     fasts pg_catalog.text[];  -- an item's text, where the fast path takes it
     kids pg_catalog.jsonb[];  -- the children of the other containers, in order
     kidrefs pg_catalog.int4[];
@@ -58,6 +60,7 @@ BEGIN
                  AND (pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text
                       OR (i.it OPERATOR(pg_catalog.-) names) OPERATOR(pg_catalog.<>) '{}'::pg_catalog.jsonb)) THEN
             prefixes := ARRAY(SELECT pg_catalog.to_json(x.n)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text FROM pg_catalog.unnest(names) x (n));
+            k := pg_catalog.cardinality(names);
             FOR j IN SELECT DISTINCT u.j
                      FROM (SELECT i.it FROM pg_catalog.unnest(items) i (it) WHERE i.it IS NOT NULL LIMIT 8) f,
                           pg_catalog.unnest(names) WITH ORDINALITY u (name, j)
@@ -70,12 +73,14 @@ BEGIN
             END LOOP;
             RETURN ARRAY(
                 SELECT CASE WHEN x.it IS NOT NULL THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) COALESCE((
-                           SELECT pg_catalog.string_agg(g.prefix OPERATOR(pg_catalog.||) CASE WHEN g.t OPERATOR(pg_catalog.=) ANY ('{"{","["}'::pg_catalog.text[]) THEN COALESCE(nested[((g.j OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) x.i)::pg_catalog.int4], idempotency._idem_jcs_container(x.it OPERATOR(pg_catalog.->) g.name, refs[x.i::pg_catalog.int4]))
-                 WHEN pg_catalog.strpos('"tfn'::pg_catalog.text, pg_catalog.left(g.t, 1)) OPERATOR(pg_catalog.>) 0 OR (pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 15) THEN g.t
+                           SELECT pg_catalog.string_agg(g.prefix OPERATOR(pg_catalog.||) CASE WHEN g.t IS NULL THEN COALESCE(nested[((g.j OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) x.i)::pg_catalog.int4], idempotency._idem_jcs_container(x.it OPERATOR(pg_catalog.->) g.name, refs[x.i::pg_catalog.int4]))
+                 WHEN pg_catalog.ascii(g.t) OPERATOR(pg_catalog.=) ANY ('{34,102,110,116}'::pg_catalog.int4[]) OR (pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 15) THEN g.t
                  WHEN pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 16 AND NOT pg_catalog.starts_with(pg_catalog.ltrim(g.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text) THEN pg_catalog.rtrim(pg_catalog.rtrim(g.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
                  ELSE idempotency._idem_jcs_number(g.t::pg_catalog.numeric, ''::pg_catalog.text) END, ','::pg_catalog.text)
-                           FROM (SELECT u.prefix, u.j, u.name, CASE WHEN pg_catalog.jsonb_typeof(x.it OPERATOR(pg_catalog.->) u.name) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text WHEN pg_catalog.jsonb_typeof(x.it OPERATOR(pg_catalog.->) u.name) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text ELSE (x.it OPERATOR(pg_catalog.->) u.name)::pg_catalog.text END AS t
-                                 FROM ROWS FROM (pg_catalog.unnest(names), pg_catalog.unnest(prefixes)) WITH ORDINALITY u (name, prefix, j) OFFSET 0) g), ''::pg_catalog.text) OPERATOR(pg_catalog.||) '}'::pg_catalog.text END
+                           FROM (SELECT prefixes[u.j] AS prefix, u.j, names[u.j] AS name,
+                                        CASE WHEN pg_catalog.jsonb_typeof(x.it OPERATOR(pg_catalog.->) names[u.j]) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[]) THEN NULL
+                                             ELSE (x.it OPERATOR(pg_catalog.->) names[u.j])::pg_catalog.text END AS t
+                                 FROM pg_catalog.generate_series(1, k) u (j) OFFSET 0) g), ''::pg_catalog.text) OPERATOR(pg_catalog.||) '}'::pg_catalog.text END
                 FROM pg_catalog.unnest(items) WITH ORDINALITY x (it, i)
                 ORDER BY x.i);
         END IF;
@@ -107,10 +112,10 @@ BEGIN
                     WHEN x.t OPERATOR(pg_catalog.=) '{'::pg_catalog.text THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) COALESCE(g.body, ''::pg_catalog.text) OPERATOR(pg_catalog.||) '}'::pg_catalog.text
                     WHEN x.t OPERATOR(pg_catalog.=) '['::pg_catalog.text THEN '['::pg_catalog.text OPERATOR(pg_catalog.||) COALESCE(g.body, ''::pg_catalog.text) OPERATOR(pg_catalog.||) ']'::pg_catalog.text
                     ELSE CASE WHEN x.t OPERATOR(pg_catalog.=) ANY ('{"{","["}'::pg_catalog.text[]) THEN NULL::pg_catalog.text
-                 WHEN pg_catalog.strpos('"tfn'::pg_catalog.text, pg_catalog.left(x.t, 1)) OPERATOR(pg_catalog.>) 0 OR (pg_catalog.strpos(x.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(x.t) OPERATOR(pg_catalog.<=) 15) THEN x.t
+                 WHEN pg_catalog.ascii(x.t) OPERATOR(pg_catalog.=) ANY ('{34,102,110,116}'::pg_catalog.int4[]) OR (pg_catalog.strpos(x.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(x.t) OPERATOR(pg_catalog.<=) 15) THEN x.t
                  WHEN pg_catalog.strpos(x.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(x.t) OPERATOR(pg_catalog.<=) 16 AND NOT pg_catalog.starts_with(pg_catalog.ltrim(x.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text) THEN pg_catalog.rtrim(pg_catalog.rtrim(x.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
                  ELSE idempotency._idem_jcs_number(x.t::pg_catalog.numeric, ''::pg_catalog.text) END END
-        FROM (SELECT i.i, CASE WHEN pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text WHEN pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text ELSE (i.it)::pg_catalog.text END AS t
+        FROM (SELECT i.i, CASE WHEN pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[]) THEN pg_catalog.translate(pg_catalog.left(pg_catalog.jsonb_typeof(i.it), 1), 'oa'::pg_catalog.text, '{['::pg_catalog.text) ELSE (i.it)::pg_catalog.text END AS t
               FROM pg_catalog.unnest(items) WITH ORDINALITY i (it, i) OFFSET 0) x
         LEFT JOIN (
             SELECT u.p, pg_catalog.string_agg(CASE WHEN u.k IS NULL THEN ''::pg_catalog.text ELSE pg_catalog.to_json(u.k)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text END
@@ -160,9 +165,9 @@ BEGIN
         -- is then deleted.
         RETURN (
         WITH RECURSIVE node (path, prefix, value, t) AS (
-            SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, v, CASE WHEN pg_catalog.jsonb_typeof(v) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text WHEN pg_catalog.jsonb_typeof(v) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text ELSE (v)::pg_catalog.text END
+            SELECT ''::pg_catalog.bytea, ''::pg_catalog.text, v, CASE WHEN pg_catalog.jsonb_typeof(v) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[]) THEN pg_catalog.translate(pg_catalog.left(pg_catalog.jsonb_typeof(v), 1), 'oa'::pg_catalog.text, '{['::pg_catalog.text) ELSE (v)::pg_catalog.text END
           UNION ALL
-            SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN '{'::pg_catalog.text WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN '['::pg_catalog.text ELSE (c.value)::pg_catalog.text END
+            SELECT n.path OPERATOR(pg_catalog.||) c.step, c.prefix, c.value, CASE WHEN pg_catalog.jsonb_typeof(c.value) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[]) THEN pg_catalog.translate(pg_catalog.left(pg_catalog.jsonb_typeof(c.value), 1), 'oa'::pg_catalog.text, '{['::pg_catalog.text) ELSE (c.value)::pg_catalog.text END
             FROM node n
             CROSS JOIN LATERAL (
                 SELECT pg_catalog.convert_to(CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
@@ -179,7 +184,7 @@ BEGIN
         SELECT pg_catalog.replace(pg_catalog.replace(pg_catalog.string_agg(x.token, ''::pg_catalog.text ORDER BY x.path),
                    pg_catalog.chr(1) OPERATOR(pg_catalog.||) ','::pg_catalog.text, ''::pg_catalog.text), pg_catalog.chr(1), ''::pg_catalog.text)
         FROM (SELECT n.path, n.prefix OPERATOR(pg_catalog.||) CASE WHEN n.t OPERATOR(pg_catalog.=) ANY ('{"{","["}'::pg_catalog.text[]) THEN n.t OPERATOR(pg_catalog.||) pg_catalog.chr(1)
-                 WHEN pg_catalog.strpos('"tfn'::pg_catalog.text, pg_catalog.left(n.t, 1)) OPERATOR(pg_catalog.>) 0 OR (pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(n.t) OPERATOR(pg_catalog.<=) 15) THEN n.t
+                 WHEN pg_catalog.ascii(n.t) OPERATOR(pg_catalog.=) ANY ('{34,102,110,116}'::pg_catalog.int4[]) OR (pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(n.t) OPERATOR(pg_catalog.<=) 15) THEN n.t
                  WHEN pg_catalog.strpos(n.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(n.t) OPERATOR(pg_catalog.<=) 16 AND NOT pg_catalog.starts_with(pg_catalog.ltrim(n.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text) THEN pg_catalog.rtrim(pg_catalog.rtrim(n.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
                  ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, ''::pg_catalog.text) END AS token
               FROM node n
