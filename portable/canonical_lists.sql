@@ -19,8 +19,9 @@
 -- * any other list: each container at most half its ref goes through the fast path; the
 --   children of the others, all together, are the list of the level below; each container's
 --   text is then made from its children's, in name order or element order.
--- A value's token: t is its text, or '{' / '[' for a container (NULL in a list of records,
--- where NULL also stands for a missing name, which the container call, STRICT, passes on). Numbers: numeric_out never
+-- A value's token: t is its text, or '{' / '[' for a container (in a list of records, its
+-- whole text, and NULL for a missing name: the container branch's STRICT call passes the NULL
+-- on, which string_agg skips). Numbers: numeric_out never
 -- writes an exponent, and a decimal of at most 15 significant digits from 1e-6 up is its own
 -- shortest round-trip form; any other goes through _idem_jcs_number (deferred). Names sort in
 -- UTF-16 order: as text in collation "C" (UTF-8 bytes), through _idem_jcs_sort_key beyond
@@ -73,13 +74,11 @@ BEGIN
             END LOOP;
             RETURN ARRAY(
                 SELECT CASE WHEN x.it IS NOT NULL THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) COALESCE((
-                           SELECT pg_catalog.string_agg(g.prefix OPERATOR(pg_catalog.||) CASE WHEN g.t IS NULL THEN COALESCE(nested[((g.j OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) x.i)::pg_catalog.int4], idempotency._idem_jcs_container(x.it OPERATOR(pg_catalog.->) g.name, refs[x.i::pg_catalog.int4]))
+                           SELECT pg_catalog.string_agg(g.prefix OPERATOR(pg_catalog.||) CASE WHEN g.t IS NULL OR pg_catalog.ascii(g.t) OPERATOR(pg_catalog.=) ANY ('{91,123}'::pg_catalog.int4[]) THEN COALESCE(nested[((g.j OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) x.i)::pg_catalog.int4], idempotency._idem_jcs_container(x.it OPERATOR(pg_catalog.->) g.name, refs[x.i::pg_catalog.int4]))
                  WHEN pg_catalog.ascii(g.t) OPERATOR(pg_catalog.=) ANY ('{34,102,110,116}'::pg_catalog.int4[]) OR (pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 15) THEN g.t
                  WHEN pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 16 AND NOT pg_catalog.starts_with(pg_catalog.ltrim(g.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text) THEN pg_catalog.rtrim(pg_catalog.rtrim(g.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
                  ELSE idempotency._idem_jcs_number(g.t::pg_catalog.numeric, ''::pg_catalog.text) END, ','::pg_catalog.text)
-                           FROM (SELECT prefixes[u.j] AS prefix, u.j, names[u.j] AS name,
-                                        CASE WHEN pg_catalog.jsonb_typeof(x.it OPERATOR(pg_catalog.->) names[u.j]) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[]) THEN NULL
-                                             ELSE (x.it OPERATOR(pg_catalog.->) names[u.j])::pg_catalog.text END AS t
+                           FROM (SELECT prefixes[u.j] AS prefix, u.j, names[u.j] AS name, (x.it OPERATOR(pg_catalog.->) names[u.j])::pg_catalog.text AS t
                                  FROM pg_catalog.generate_series(1, k) u (j) OFFSET 0) g), ''::pg_catalog.text) OPERATOR(pg_catalog.||) '}'::pg_catalog.text END
                 FROM pg_catalog.unnest(items) WITH ORDINALITY x (it, i)
                 ORDER BY x.i);
