@@ -10,12 +10,14 @@
 # calls on three small documents: one the portable fast path takes, an object and a list of
 # records it walks) and portable / native. Shape `varied` is `records` where every third
 # record has one more member (the names differ from record to record) and each holds a
-# nested object of 3 members. A call
+# nested object of 3 members. Not by default, two shapes that defeat the portable fast path:
+# `onetail` (`arrays` and one 1.50 at the end: it fails at the top only) and `tails` (`arrays`
+# with 1.50 at the bottom of every chain: it fails at every level). A call
 # that is refused shows its SQLSTATE after its milliseconds (past the depth limit: 54001 in
 # both); a portable call that passes TIMEOUT_S seconds is cancelled and shown as
 # "> TIMEOUT_S000" (the ratio a lower bound).
 # Usage: bench/canonical-depth.sh PG_CONFIG [depths="10 128 129 1000 10000"] [shapes="arrays objects records varied"]
-#        (SIZE, TIMEOUT_S, RUNS, PORT, WORK override)
+#        (SIZE, TIMEOUT_S, RUNS, PORT, WORK override; shapes also "onetail tails")
 # The extension must be installed in that Postgres (cargo pgrx install --pg-config ...).
 set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
@@ -44,9 +46,10 @@ psql() { "$bindir/psql" -X -q -At -v ON_ERROR_STOP=1 -h "$work" -p "$port" -U po
 
 # deep_doc: SIZE bytes of copies of `open` x d || '1' || `close` x d (the last chain may be cut
 # short of SIZE by the division; every chain is exactly d deep).
-setup="CREATE FUNCTION deep_doc(d int, size int, open text, close text) RETURNS jsonb LANGUAGE sql AS \$\$
-  SELECT ('[' || array_to_string(array_fill(repeat(open, d - 1) || '1' || repeat(close, d - 1),
-          ARRAY[greatest(1, size / ((length(open) + length(close)) * d))]), ',') || ']')::jsonb \$\$;
+setup="CREATE FUNCTION deep_doc(d int, size int, open text, close text, leaf text DEFAULT '1', tail text DEFAULT '')
+  RETURNS jsonb LANGUAGE sql AS \$\$
+  SELECT ('[' || array_to_string(array_fill(repeat(open, d - 1) || leaf || repeat(close, d - 1),
+          ARRAY[greatest(1, size / ((length(open) + length(close)) * d))]), ',') || tail || ']')::jsonb \$\$;
   CREATE FUNCTION records_doc(size int) RETURNS jsonb LANGUAGE sql AS \$\$
   SELECT jsonb_agg(jsonb_build_object('id', i, 'amount', round(i * 7.31, 2), 'currency', 'EUR',
            'customer_email', 'user' || i || '@example.com', 'qty', i % 17, 'note', 'a, b: \"c\"',
@@ -75,14 +78,17 @@ for db in native portable; do
   psql -d "$db" -c "$setup"
   for s in $shapes; do
     case $s in
-      arrays) open='[' close=']' ;;
+      arrays | onetail | tails) open='[' close=']' ;;
       objects) open='{"a":' close='}' ;;
       records) psql -d "$db" -c "INSERT INTO docs SELECT 'records', 2, records_doc($size)"; continue ;;
       varied) psql -d "$db" -c "INSERT INTO docs SELECT 'varied', 3, varied_doc($size)"; continue ;;
       *) echo "unknown shape $s" >&2; exit 2 ;;
     esac
     for d in $depths; do
-      psql -d "$db" -c "INSERT INTO docs SELECT '$s', $d, deep_doc($d, $size, \$o\$$open\$o\$, '$close')"
+      leaf=1 tail=
+      if [ "$s" = tails ]; then leaf=1.50; fi
+      if [ "$s" = onetail ]; then tail=,1.50; fi
+      psql -d "$db" -c "INSERT INTO docs SELECT '$s', $d, deep_doc($d, $size, \$o\$$open\$o\$, '$close', '$leaf', '$tail')"
     done
   done
 done
