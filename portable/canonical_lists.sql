@@ -38,7 +38,8 @@ DECLARE
     utf8 constant pg_catalog.bool := pg_catalog.getdatabaseencoding() OPERATOR(pg_catalog.=) 'UTF8'::pg_catalog.name;
     names pg_catalog.text[];
     prefixes pg_catalog.text[];
-    nested pg_catalog.text[] := '{}'::pg_catalog.text[];  -- (name - 1) * n + item: a container's text
+    cols pg_catalog.int8[] := '{}'::pg_catalog.int8[];  -- the names whose containers are batched
+    nested pg_catalog.text[] := '{}'::pg_catalog.text[];  -- (position in cols - 1) * n + item: a container's text
     j pg_catalog.int8;
     k pg_catalog.int4;  -- how many names
     fasts pg_catalog.text[];  -- an item's text, where the fast path takes it
@@ -66,15 +67,15 @@ BEGIN
                      FROM (SELECT i.it FROM pg_catalog.unnest(items) i (it) WHERE i.it IS NOT NULL LIMIT 8) f,
                           pg_catalog.unnest(names) WITH ORDINALITY u (name, j)
                      WHERE pg_catalog.jsonb_typeof(f.it OPERATOR(pg_catalog.->) u.name) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[]) LOOP
-                nested[((j OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) 1)::pg_catalog.int4 : (j OPERATOR(pg_catalog.*) n)::pg_catalog.int4]
-                    := idempotency._idem_jcs_rows(ARRAY(
+                cols := cols OPERATOR(pg_catalog.||) j;
+                nested := nested OPERATOR(pg_catalog.||) idempotency._idem_jcs_rows(ARRAY(
                            SELECT CASE WHEN pg_catalog.jsonb_typeof(i.it OPERATOR(pg_catalog.->) names[j]) OPERATOR(pg_catalog.=) ANY ('{object,array}'::pg_catalog.text[])
                                        THEN i.it OPERATOR(pg_catalog.->) names[j] END
                            FROM pg_catalog.unnest(items) i (it)), refs);
             END LOOP;
             RETURN ARRAY(
                 SELECT CASE WHEN x.it IS NOT NULL THEN '{'::pg_catalog.text OPERATOR(pg_catalog.||) COALESCE((
-                           SELECT pg_catalog.string_agg(g.prefix OPERATOR(pg_catalog.||) CASE WHEN g.t IS NULL OR pg_catalog.ascii(g.t) OPERATOR(pg_catalog.=) ANY ('{91,123}'::pg_catalog.int4[]) THEN COALESCE(nested[((g.j OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) x.i)::pg_catalog.int4], idempotency._idem_jcs_container(x.it OPERATOR(pg_catalog.->) g.name, refs[x.i::pg_catalog.int4]))
+                           SELECT pg_catalog.string_agg(g.prefix OPERATOR(pg_catalog.||) CASE WHEN g.t IS NULL OR pg_catalog.ascii(g.t) OPERATOR(pg_catalog.=) ANY ('{91,123}'::pg_catalog.int4[]) THEN COALESCE(nested[((pg_catalog.array_position(cols, g.j::pg_catalog.int8) OPERATOR(pg_catalog.-) 1) OPERATOR(pg_catalog.*) n OPERATOR(pg_catalog.+) x.i)::pg_catalog.int4], idempotency._idem_jcs_container(x.it OPERATOR(pg_catalog.->) g.name, refs[x.i::pg_catalog.int4]))
                  WHEN pg_catalog.ascii(g.t) OPERATOR(pg_catalog.=) ANY ('{34,102,110,116}'::pg_catalog.int4[]) OR (pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.=) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 15) THEN g.t
                  WHEN pg_catalog.strpos(g.t, '.'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 AND pg_catalog.octet_length(g.t) OPERATOR(pg_catalog.<=) 16 AND NOT pg_catalog.starts_with(pg_catalog.ltrim(g.t, '-'::pg_catalog.text), '0.000000'::pg_catalog.text) THEN pg_catalog.rtrim(pg_catalog.rtrim(g.t, '0'::pg_catalog.text), '.'::pg_catalog.text)
                  ELSE idempotency._idem_jcs_number(g.t::pg_catalog.numeric, ''::pg_catalog.text) END, ','::pg_catalog.text)
