@@ -11,7 +11,7 @@ BEGIN
             -- Quoted here, not by idempotency.portable_quote: like the native function, this
             -- one needs no USAGE on schema idempotency.
             MESSAGE = pg_catalog.format('"%s" is not a SQLSTATE', pg_catalog.replace(pg_catalog.replace(sqlstate,
-                '\'::pg_catalog.text, '\\'::pg_catalog.text), '"'::pg_catalog.text, '\"'::pg_catalog.text)),
+                E'\\'::pg_catalog.text, E'\\\\'::pg_catalog.text), '"'::pg_catalog.text, E'\\"'::pg_catalog.text)),
             HINT = 'A SQLSTATE is five digits or upper-case letters, such as 40001.';
     END IF;
     RETURN sqlstate OPERATOR(pg_catalog.=) ANY ('{40001,40P01,55P03,57014}'::pg_catalog.text[])

@@ -137,7 +137,7 @@ $fn$;
 -- up. So U+E000..U+FFFF get a U+10FFFF prefix, and U+10FFFF itself becomes U+10FFFF U+0001.
 -- Those characters are made by convert_from (stable: not folded when the query is planned,
 -- so a single-byte database, whose names take the first branch, never builds them).
--- (Inlined in idem_canonical(jsonb), where a call per member would cost more than the rest.)
+-- (Called only for names beyond ASCII, or in a database not in UTF8.)
 CREATE FUNCTION idempotency._idem_jcs_sort_key(name pg_catalog.text)
 RETURNS pg_catalog.text
 LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE SECURITY INVOKER
@@ -301,8 +301,8 @@ BEGIN
             -- the escape is named first. The numbers of the text before it, strings taken out.
             PERFORM idempotency._idem_jcs_number(n.raw::pg_catalog.numeric, n.raw)
                FROM pg_catalog.regexp_matches(pg_catalog.regexp_replace(pg_catalog.regexp_replace(lone[1],
-                        '"(?:[^"\\]|\\.)*"'::pg_catalog.text, ''::pg_catalog.text, 'g'::pg_catalog.text),
-                        '"(?:[^"\\]|\\.)*$'::pg_catalog.text, ''::pg_catalog.text),
+                        E'"(?:[^"\\\\]|\\\\.)*"'::pg_catalog.text, ''::pg_catalog.text, 'g'::pg_catalog.text),
+                        E'"(?:[^"\\\\]|\\\\.)*$'::pg_catalog.text, ''::pg_catalog.text),
                         '-?[0-9][0-9.eE+-]*'::pg_catalog.text, 'g'::pg_catalog.text) AS m (raw_)
               CROSS JOIN LATERAL (SELECT m.raw_[1] AS raw) AS n
              WHERE pg_catalog.abs(n.raw::pg_catalog.numeric) OPERATOR(pg_catalog.>) 1e300::pg_catalog.numeric;
@@ -315,7 +315,7 @@ BEGIN
     END IF;
     IF nul THEN
         IF pg_catalog.strpos(bare, E'\\u0001'::pg_catalog.text) OPERATOR(pg_catalog.>) 0 THEN
-            RAISE EXCEPTION 'the portable idem_canonical(json) cannot take both \u0000 and \u0001 escapes'
+            RAISE EXCEPTION E'the portable idem_canonical(json) cannot take both \\u0000 and \\u0001 escapes'
                 USING ERRCODE = '0A000', HINT = 'Use the native extension, or jsonb (which has no U+0000).';
         END IF;
         t := pg_catalog.replace(pg_catalog.replace(bare, E'\\u0000'::pg_catalog.text, E'\\u0001'::pg_catalog.text),

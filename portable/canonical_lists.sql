@@ -11,21 +11,21 @@
 -- item's ref (see _idem_jcs_container). A statement costs ~10-50 us to start and a value well
 -- under 1 us, so values are taken a list, one level, at a time, and calls nest about one per
 -- level (at most 128, a few kB of stack each):
--- * a list of objects whose names are all among those of its first 8 objects (a list of
---   records) is written name by name: the names sorted once, each object's values looked up
---   (a missing one is NULL, which string_agg skips); the containers under a name where one of
---   the first 8 objects holds one are made by one call for the whole list, any other by a call
---   of its own;
+-- * a list of objects whose names are all among the (at most 64) names of its first 8
+--   objects, dense enough (see below), is a list of records, written name by name: the names
+--   sorted once, each object's values looked up (a missing one is NULL, which string_agg
+--   skips); the containers under a name where one of the first 8 objects holds one are made
+--   by one call for the whole list, any other by a call of its own (about 65 us);
 -- * any other list: each container at most half its ref goes through the fast path; the
 --   children of the others, all together, are the list of the level below; each container's
 --   text is then made from its children's, in name order or element order.
 -- A value's token: t is its text, or '{' / '[' for a container (in a list of records, its
 -- whole text, and NULL for a missing name: the container branch's STRICT call passes the NULL
--- on, which string_agg skips). Numbers: numeric_out never
--- writes an exponent, and a decimal of at most 15 significant digits from 1e-6 up is its own
--- shortest round-trip form; any other goes through _idem_jcs_number (deferred). Names sort in
--- UTF-16 order: as text in collation "C" (UTF-8 bytes), through _idem_jcs_sort_key beyond
--- ASCII, in a UTF8 database; as UTF-8 bytes in any other.
+-- on, which string_agg skips). Numbers: numeric_out never writes an exponent, and a decimal of
+-- at most 15 significant digits from 1e-6 up is its own shortest round-trip form; any other
+-- goes through _idem_jcs_number (deferred). Names sort in UTF-16 order: as text in collation
+-- "C" (UTF-8 bytes), through _idem_jcs_sort_key beyond ASCII, in a UTF8 database; as UTF-8
+-- bytes in any other.
 -- (An aggregate over unnest or jsonb_each without ORDER BY takes the rows in their order.)
 CREATE FUNCTION idempotency._idem_jcs_rows(items pg_catalog.jsonb[], refs pg_catalog.int4[])
 RETURNS pg_catalog.text[]
@@ -42,6 +42,8 @@ DECLARE
     nested pg_catalog.text[] := '{}'::pg_catalog.text[];  -- (position in cols - 1) * n + item: a container's text
     j pg_catalog.int8;
     k pg_catalog.int4;  -- how many names
+    keyed pg_catalog.bool := false;  -- every item NULL, or an object of those names only
+    total pg_catalog.numeric;  -- the items' jsonb bytes
     fasts pg_catalog.text[];  -- an item's text, where the fast path takes it
     kids pg_catalog.jsonb[];  -- the children of the other containers, in order
     kidrefs pg_catalog.int4[];
@@ -56,13 +58,20 @@ BEGIN
                                 pg_catalog.jsonb_object_keys(CASE WHEN pg_catalog.jsonb_typeof(f.it) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text THEN f.it END) k (k)) s
                        ORDER BY (CASE WHEN utf8 THEN CASE WHEN pg_catalog.octet_length(s.name) OPERATOR(pg_catalog.=) pg_catalog.length(s.name) THEN s.name ELSE idempotency._idem_jcs_sort_key(s.name) END END) COLLATE pg_catalog."C",
                  CASE WHEN NOT utf8 THEN pg_catalog.convert_to(idempotency._idem_jcs_sort_key(s.name), 'UTF8'::pg_catalog.name) END);
-        IF pg_catalog.cardinality(names) OPERATOR(pg_catalog.>) 0 AND NOT EXISTS (
-               SELECT FROM pg_catalog.unnest(items) i (it)
-               WHERE i.it IS NOT NULL
-                 AND (pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.<>) 'object'::pg_catalog.text
-                      OR (i.it OPERATOR(pg_catalog.-) names) OPERATOR(pg_catalog.<>) '{}'::pg_catalog.jsonb)) THEN
+        k := pg_catalog.cardinality(names);
+        -- At most 64 names (each record's check costs its members times the names), and the
+        -- records dense enough that n * k lookups cost no more than reading them: a member
+        -- takes 8 bytes or more in jsonb, so records holding half the names pass.
+        IF k OPERATOR(pg_catalog.>) 0 AND k OPERATOR(pg_catalog.<=) 64 THEN
+            SELECT pg_catalog.bool_and(i.it IS NULL
+                       OR (pg_catalog.jsonb_typeof(i.it) OPERATOR(pg_catalog.=) 'object'::pg_catalog.text
+                           AND (i.it OPERATOR(pg_catalog.-) names) OPERATOR(pg_catalog.=) '{}'::pg_catalog.jsonb)),
+                   pg_catalog.sum(pg_catalog.pg_column_size(i.it))
+            INTO keyed, total
+            FROM pg_catalog.unnest(items) i (it);
+        END IF;
+        IF keyed AND (n::pg_catalog.int8 OPERATOR(pg_catalog.*) k OPERATOR(pg_catalog.*) 4) OPERATOR(pg_catalog.<=) total THEN
             prefixes := ARRAY(SELECT pg_catalog.to_json(x.n)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text FROM pg_catalog.unnest(names) x (n));
-            k := pg_catalog.cardinality(names);
             FOR j IN SELECT DISTINCT u.j
                      FROM (SELECT i.it FROM pg_catalog.unnest(items) i (it) WHERE i.it IS NOT NULL LIMIT 8) f,
                           pg_catalog.unnest(names) WITH ORDINALITY u (name, j)
@@ -172,12 +181,12 @@ BEGIN
             CROSS JOIN LATERAL (
                 SELECT pg_catalog.convert_to(CASE WHEN pg_catalog.octet_length(e.key) OPERATOR(pg_catalog.=) pg_catalog.length(e.key) THEN e.key
                                                   ELSE idempotency._idem_jcs_sort_key(e.key) END, 'UTF8'::pg_catalog.name)
-                           OPERATOR(pg_catalog.||) '\x00'::pg_catalog.bytea AS step,
+                           OPERATOR(pg_catalog.||) E'\\x00'::pg_catalog.bytea AS step,
                        ','::pg_catalog.text OPERATOR(pg_catalog.||) pg_catalog.to_json(e.key)::pg_catalog.text OPERATOR(pg_catalog.||) ':'::pg_catalog.text AS prefix, e.value
                 FROM pg_catalog.jsonb_each(CASE WHEN n.t OPERATOR(pg_catalog.=) '{'::pg_catalog.text THEN n.value END) e
               UNION ALL
                 SELECT CASE WHEN a.ord OPERATOR(pg_catalog.<) 240::pg_catalog.int8 THEN pg_catalog.substr(pg_catalog.int4send(a.ord::pg_catalog.int4), 4)
-                            ELSE '\xf0'::pg_catalog.bytea OPERATOR(pg_catalog.||) pg_catalog.int4send(a.ord::pg_catalog.int4) END,
+                            ELSE E'\\xf0'::pg_catalog.bytea OPERATOR(pg_catalog.||) pg_catalog.int4send(a.ord::pg_catalog.int4) END,
                        ','::pg_catalog.text, a.value
                 FROM pg_catalog.jsonb_array_elements(CASE WHEN n.t OPERATOR(pg_catalog.=) '['::pg_catalog.text THEN n.value END) WITH ORDINALITY a (value, ord)) c
             WHERE n.t OPERATOR(pg_catalog.=) ANY ('{"{","["}'::pg_catalog.text[]))
@@ -189,7 +198,7 @@ BEGIN
                  ELSE idempotency._idem_jcs_number(n.t::pg_catalog.numeric, ''::pg_catalog.text) END AS token
               FROM node n
             UNION ALL
-              SELECT n.path OPERATOR(pg_catalog.||) '\xff'::pg_catalog.bytea, CASE WHEN n.t OPERATOR(pg_catalog.=) '{'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
+              SELECT n.path OPERATOR(pg_catalog.||) E'\\xff'::pg_catalog.bytea, CASE WHEN n.t OPERATOR(pg_catalog.=) '{'::pg_catalog.text THEN '}'::pg_catalog.text ELSE ']'::pg_catalog.text END
               FROM node n WHERE n.t OPERATOR(pg_catalog.=) ANY ('{"{","["}'::pg_catalog.text[])) x);
     END IF;
     IF pg_catalog.jsonb_typeof(v) OPERATOR(pg_catalog.=) 'array'::pg_catalog.text THEN

@@ -10,18 +10,18 @@ LANGUAGE plpgsql IMMUTABLE STRICT PARALLEL SAFE
 SET search_path = pg_catalog, pg_temp
 AS $fn$
 DECLARE
-    quoted pg_catalog.text := pg_catalog.replace(pg_catalog.replace(value, '\'::pg_catalog.text, '\\'::pg_catalog.text),
-                                                 '"'::pg_catalog.text, '\"'::pg_catalog.text);
+    quoted pg_catalog.text := pg_catalog.replace(pg_catalog.replace(value, E'\\'::pg_catalog.text, E'\\\\'::pg_catalog.text),
+                                                 '"'::pg_catalog.text, E'\\"'::pg_catalog.text);
     out_ pg_catalog.text := '';
     ch pg_catalog.text;
 BEGIN
     quoted := pg_catalog.replace(pg_catalog.replace(pg_catalog.replace(quoted,
-        pg_catalog.chr(9), '\t'::pg_catalog.text), pg_catalog.chr(10), '\n'::pg_catalog.text),
-        pg_catalog.chr(13), '\r'::pg_catalog.text);
-    IF quoted OPERATOR(pg_catalog.~) '[\x01-\x1f\x7f]'::pg_catalog.text THEN
+        pg_catalog.chr(9), E'\\t'::pg_catalog.text), pg_catalog.chr(10), E'\\n'::pg_catalog.text),
+        pg_catalog.chr(13), E'\\r'::pg_catalog.text);
+    IF quoted OPERATOR(pg_catalog.~) E'[\\x01-\\x1f\\x7f]'::pg_catalog.text THEN
         FOREACH ch IN ARRAY pg_catalog.regexp_split_to_array(quoted, ''::pg_catalog.text) LOOP
-            IF ch OPERATOR(pg_catalog.~) '[\x01-\x1f\x7f]'::pg_catalog.text THEN
-                ch := pg_catalog.format('\u{%s}', pg_catalog.to_hex(pg_catalog.ascii(ch)));
+            IF ch OPERATOR(pg_catalog.~) E'[\\x01-\\x1f\\x7f]'::pg_catalog.text THEN
+                ch := pg_catalog.format(E'\\u{%s}', pg_catalog.to_hex(pg_catalog.ascii(ch)));
             END IF;
             out_ := out_ OPERATOR(pg_catalog.||) ch;
         END LOOP;

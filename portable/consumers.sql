@@ -109,7 +109,7 @@ DECLARE
     total pg_catalog.int8;
 BEGIN
     IF raw IS NOT NULL AND raw OPERATOR(pg_catalog.<>) ''::pg_catalog.text THEN
-        parts := pg_catalog.regexp_match(raw, '^([0-9]{1,10})\s*(B|kB|MB|GB)?$'::pg_catalog.text);
+        parts := pg_catalog.regexp_match(raw, E'^([0-9]{1,10})\\s*(B|kB|MB|GB)?$'::pg_catalog.text);
         IF parts IS NOT NULL THEN
             -- numeric, so that no size overflows before the range check below.
             limit_ := LEAST(parts[1]::pg_catalog.numeric OPERATOR(pg_catalog.*) CASE

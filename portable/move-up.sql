@@ -192,7 +192,7 @@ BEGIN
              UNION ALL
              SELECT p.oid::pg_catalog.regprocedure FROM pg_catalog.pg_proc AS p
               WHERE p.pronamespace OPERATOR(pg_catalog.=) 'idempotency_portable'::pg_catalog.regnamespace
-                AND p.proname OPERATOR(pg_catalog.~~) 'portable\_%' LOOP
+                AND p.proname OPERATOR(pg_catalog.~~) E'portable\\_%' LOOP
         EXECUTE pg_catalog.format('DROP FUNCTION %s', f);
     END LOOP;
 END

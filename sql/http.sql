@@ -66,7 +66,7 @@ BEGIN
         -- A stored value is sent again as it is: it must be one plain header line.
         IF pg_catalog.jsonb_typeof(header.value) OPERATOR(pg_catalog.<>) 'string'::pg_catalog.text
            OR (header.value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])
-              OPERATOR(pg_catalog.~) '[\r\n\x00]'::pg_catalog.text THEN
+              OPERATOR(pg_catalog.~) E'[\\r\\n\\x00]'::pg_catalog.text THEN
             RAISE EXCEPTION USING ERRCODE = '22023',
                 MESSAGE = pg_catalog.format('header %s must be a string without line breaks', hname);
         END IF;
@@ -186,7 +186,7 @@ BEGIN
                    OR hname OPERATOR(pg_catalog.=) ANY (never)
                    OR pg_catalog.jsonb_typeof(header.value) OPERATOR(pg_catalog.<>) 'string'::pg_catalog.text
                    OR (header.value OPERATOR(pg_catalog.#>>) '{}'::pg_catalog.text[])
-                      OPERATOR(pg_catalog.~) '[\r\n\x00]'::pg_catalog.text;
+                      OPERATOR(pg_catalog.~) E'[\\r\\n\\x00]'::pg_catalog.text;
         kept := kept OPERATOR(pg_catalog.||) pg_catalog.jsonb_build_object(hname, header.value);
     END LOOP;
     RETURN pg_catalog.jsonb_build_object('status'::pg_catalog.text, code::pg_catalog.int4,

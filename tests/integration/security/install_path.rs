@@ -128,27 +128,100 @@ fn simple_case(text: &str) -> bool {
 #[test]
 fn no_simple_case_in_either_editions_sql() {
     let mut found = Vec::new();
+    for (name, sql) in editions_sql() {
+        // Comments and literals out (a hint may say "lower case").
+        let mut text = String::new();
+        for line in sql.lines() {
+            let code = line.split("--").next().unwrap_or("");
+            text.extend(code.split('\'').step_by(2));
+            text.push('\n');
+        }
+        if simple_case(&text) {
+            found.push(name);
+        }
+    }
+    assert!(found.is_empty(), "CASE x WHEN y in {found:?}");
+}
+
+/// (path, text) of each SQL file of sql/ and portable/ but the frozen released script
+/// (sql/released.sha256).
+fn editions_sql() -> Vec<(String, String)> {
+    let mut files = Vec::new();
     for dir in ["sql", "portable"] {
         let path = std::path::Path::new(env!("CARGO_MANIFEST_DIR")).join(dir);
         for entry in std::fs::read_dir(path).expect("dir").flatten() {
             let name = format!("{dir}/{}", entry.file_name().to_string_lossy());
-            // The released script is frozen (sql/released.sha256).
-            if !name.ends_with(".sql") || name == "sql/idempotency--0.1.0.sql" {
-                continue;
-            }
-            // Comments and literals out (a hint may say "lower case").
-            let mut text = String::new();
-            for line in common::repo_file(&name).lines() {
-                let code = line.split("--").next().unwrap_or("");
-                text.extend(code.split('\'').step_by(2));
-                text.push('\n');
-            }
-            if simple_case(&text) {
-                found.push(name);
+            if name.ends_with(".sql") && name != "sql/idempotency--0.1.0.sql" {
+                let text = common::repo_file(&name);
+                files.push((name, text));
             }
         }
     }
-    assert!(found.is_empty(), "CASE x WHEN y in {found:?}");
+    files
+}
+
+/// The plain string literals (not `E'...'`) of `sql` that hold a backslash. Comments and
+/// dollar quotes' delimiters are skipped; a function body's literals are inside them and count.
+fn backslash_literals(sql: &str) -> Vec<String> {
+    let b = sql.as_bytes();
+    let (mut i, mut found) = (0, Vec::new());
+    while i < b.len() {
+        if b[i..].starts_with(b"--") {
+            i = b[i..]
+                .iter()
+                .position(|&c| c == b'\n')
+                .map_or(b.len(), |j| i + j);
+        } else if b[i..].starts_with(b"/*") {
+            i = b[i..]
+                .windows(2)
+                .position(|w| w == b"*/")
+                .map_or(b.len(), |j| i + j + 2);
+        } else if b[i] == b'\'' {
+            let escaped = i > 0
+                && matches!(b[i - 1], b'E' | b'e')
+                && (i < 2 || !(b[i - 2].is_ascii_alphanumeric() || b[i - 2] == b'_'));
+            let mut j = i + 1;
+            while j < b.len() {
+                match b[j] {
+                    b'\\' if escaped => j += 2,
+                    b'\'' if b.get(j + 1) == Some(&b'\'') => j += 2,
+                    b'\'' => break,
+                    _ => j += 1,
+                }
+            }
+            let literal = &sql[i..(j + 1).min(b.len())];
+            if !escaped && literal.contains('\\') {
+                found.push(literal.to_string());
+            }
+            i = j + 1;
+        } else {
+            i += 1;
+        }
+    }
+    found
+}
+
+/// No plain literal of either edition's SQL holds a backslash: with
+/// `standard_conforming_strings` off (a session may set it) such a literal is read with
+/// escapes, and a function body is parsed with the caller's setting. `E'...'` reads the same
+/// either way. Needs no server.
+#[test]
+fn no_backslash_in_a_plain_literal() {
+    let mut found = Vec::new();
+    for (name, sql) in editions_sql() {
+        for literal in backslash_literals(&sql) {
+            found.push(format!("{name}: {literal}"));
+        }
+    }
+    assert!(
+        found.is_empty(),
+        "plain literals with a backslash (write E'...'):\n{}",
+        found.join("\n")
+    );
+    assert_eq!(
+        backslash_literals("SELECT '\\x00', E'\\x00', 'it''s', '-- \\'; -- '\\'"),
+        ["'\\x00'", "'-- \\'"]
+    );
 }
 
 /// No CHECK, index predicate, default or view of either edition names an operator that

@@ -74,9 +74,17 @@ fn pair() -> &'static std::sync::Mutex<Pair> {
 /// `call` is an expression of `$1` (text) with `{s}.` where the schema goes, e.g.
 /// `{s}.idem_canonical($1::jsonb)`. Returns how many arguments were compared.
 fn compare(call: &str, args: &[String]) -> usize {
+    compare_with("", call, args)
+}
+
+/// [`compare`], each session first running `setup` (a `SET`), reset at the end.
+fn compare_with(setup: &str, call: &str, args: &[String]) -> usize {
     let mut guard = pair().lock().unwrap_or_else(|e| e.into_inner());
     let p = &mut *guard;
     let sql = "SELECT public.try_call($1, a) FROM pg_catalog.unnest($2::text[]) WITH ORDINALITY u(a, i) ORDER BY i";
+    for db in [&mut p.native, &mut p.portable] {
+        db.batch_execute(setup).expect("setup");
+    }
     for chunk in args.chunks(250) {
         let chunk: Vec<&str> = chunk.iter().map(String::as_str).collect();
         let run = |db: &mut Client, schema: &str| -> Vec<Option<String>> {
@@ -96,7 +104,36 @@ fn compare(call: &str, args: &[String]) -> usize {
             );
         }
     }
+    for db in [&mut p.native, &mut p.portable] {
+        db.batch_execute("RESET standard_conforming_strings")
+            .expect("reset");
+    }
     args.len()
+}
+
+/// With `standard_conforming_strings` off a plain literal's backslashes are escapes, and a
+/// PL/pgSQL body is parsed with the caller's setting: every path must still give the native
+/// bytes (the walk's bytea steps, the json form's string patterns, the U+0000 refusal).
+#[test]
+fn nonstandard_strings() {
+    let cases = [
+        r#"{"b": 1, "a": [1.50]}"#.to_string(),
+        r#"["\\", "a\"b", {"\\": 1, "a": 2}]"#.to_string(),
+        r#"{"a": "\ud800"}"#.to_string(),
+        r#"["\u0000", "a"]"#.to_string(),
+        r#"["x", 1e400]"#.to_string(),
+        // Over 4 kB: a list of arrays, and a list of records with a nested column.
+        format!("[{}[0, 1.50]]", "[1, 1.50], ".repeat(400)),
+        format!(
+            "[{}{{}}]",
+            r#"{"id": 7, "amount": 1.50, "n": {"b": [1], "a": "\\"}}, "#.repeat(100)
+        ),
+    ];
+    let off = "SET standard_conforming_strings = off";
+    let n = compare_with(off, "{s}.idem_canonical($1::jsonb)", &cases);
+    compare_with(off, "{s}.idem_canonical($1::json)", &cases);
+    compare_with(off, "{s}.idem_hash($1::jsonb)", &cases);
+    eprintln!("nonstandard_strings: {n} documents");
 }
 
 fn read_dir_sorted(dir: &str) -> Vec<std::path::PathBuf> {
